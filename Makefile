@@ -1,0 +1,109 @@
+# kvengine: build, test, benchmark and install.
+#
+#   make              build build/kvengine
+#   make test         everything the project tests (installs missing deps first)
+#   make e2e-kvcache  the KV-cache routing suite, with a JUnit file
+#   make asan         the tests under ASan/UBSan (build-asan/kvengine)
+#   make lint         clang-format check and cppcheck
+#   make bench        benchmarks, printed beside their references
+#   make install      PREFIX=/usr/local DESTDIR=
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BUILD   ?= build
+SAN     ?=
+
+# Every library is found with pkg-config; http_parser ships no .pc file.
+PKGS      := lua5.4 libuv libzmq hiredis libcurl msgpack libcrypto
+PLAIN_LIBS := http_parser
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iengine -I$(BUILD)/gen $(PKG_CFLAGS)
+LDFLAGS += -rdynamic
+LDLIBS  += $(PKG_LIBS) $(addprefix -l,$(PLAIN_LIBS)) -lm
+
+ifneq ($(SAN),)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+ENGINE_SRC  := $(wildcard engine/*.c)
+BINDING_SRC := $(wildcard bindings/*.c)
+LUA_SRC     := $(sort $(wildcard engine/lua/*.lua))
+OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(ENGINE_SRC) $(BINDING_SRC)) \
+       $(BUILD)/obj/gen/embedded.o $(BUILD)/obj/gen/modules.o
+
+KVENGINE := $(BUILD)/kvengine
+TEST_PATHS := engine/tests bindings/tests fixtures/tests scenarios
+SUITE := 'scenarios/*.lua'
+
+.PHONY: all test e2e-kvcache asan lint bench install deps clean soak
+
+all: $(KVENGINE)
+
+$(KVENGINE): $(OBJ)
+	$(CC) $(LDFLAGS) -o $@ $(OBJ) $(LDLIBS)
+
+$(BUILD)/obj/%.o: %.c engine/engine.h engine/internal.h | $(BUILD)/gen/modules.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+# The Lua half of the engine ships inside the binary.
+$(BUILD)/gen/embedded.c: $(LUA_SRC) ci/embed.sh
+	@mkdir -p $(dir $@)
+	sh ci/embed.sh $(LUA_SRC) > $@
+
+# Every bindings/*.c that defines luaopen_<name> becomes `require "<name>"`.
+$(BUILD)/gen/modules.c $(BUILD)/gen/modules.h: $(BINDING_SRC) ci/modules.sh
+	@mkdir -p $(BUILD)/gen
+	sh ci/modules.sh $(BUILD)/gen $(BINDING_SRC)
+
+# Installs the Debian packages when a library or tool is missing.
+deps:
+	@ok=1; for p in $(PKGS); do pkg-config --exists $$p || ok=0; done; \
+	for l in $(PLAIN_LIBS); do echo 'int main(void){return 0;}' | \
+	  $(CC) -x c - -o /dev/null -l$$l 2>/dev/null || ok=0; done; \
+	for t in redis-server xmllint; do command -v $$t >/dev/null || ok=0; done; \
+	/usr/bin/python3 -c 'import zmq, msgpack' 2>/dev/null || ok=0; \
+	lua5.4 -e 'require "cjson"; require "yaml"' 2>/dev/null || ok=0; \
+	[ $$ok = 1 ] || bash ci/install-deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	$(KVENGINE) -j 2 --junit $(BUILD)/junit.xml $(TEST_PATHS)
+
+e2e-kvcache: deps
+	@$(MAKE) --no-print-directory all
+	$(KVENGINE) -j 2 --junit $(BUILD)/e2e-kvcache.xml $(SUITE)
+
+asan: deps
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 all
+	ASAN_OPTIONS=detect_leaks=1 build-asan/kvengine -j 2 --timeout 120 $(TEST_PATHS)
+
+lint:
+	clang-format --dry-run --Werror engine/*.c engine/*.h bindings/*.c $(wildcard bindings/*.h)
+	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
+	  --inline-suppr --std=c11 -D_GNU_SOURCE -Iengine engine bindings
+
+bench: all
+	sh ci/bench.sh $(KVENGINE)
+
+soak: all
+	for i in $$(seq 20); do $(KVENGINE) -j 2 $(SUITE) || exit 1; done
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/kvengine
+	install -m 755 $(KVENGINE) $(DESTDIR)$(PREFIX)/bin/kvengine
+	cp -R fixtures $(DESTDIR)$(PREFIX)/share/kvengine/
+
+clean:
+	rm -rf build build-asan
+
+-include $(wildcard bindings/*/*.mk)

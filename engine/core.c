@@ -1,0 +1,300 @@
+/*
+ * core.c - the Lua functions the engine itself provides.
+ *
+ * Global: sleep(s), spawn(fn, ...) -> task (task:wait(), task:done(),
+ * task:cancel()), now().  Internal, for the prelude's runner only (table
+ * __kv): run(fn, timeout, scope) runs fn as a guarded task and reports how
+ * it ended; scope(test, artifacts) makes a test's scope; emit(line) sends a
+ * report event to the parent process; file_expired().
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+
+#define TASK_MT "kvengine.task"
+#define SCOPE_MT "kvengine.scope"
+
+static int event_fd = -1;
+
+void kv_set_event_fd(int fd) { event_fd = fd; }
+
+/* ------------------------------------------------------------------ sleep */
+
+static void free_handle(uv_handle_t *h) { free(h); }
+
+static void sleep_fired(uv_timer_t *timer) {
+  kv_wait *w = timer->data;
+  uv_close((uv_handle_t *)timer, free_handle);
+  kv_wait_wake(w);
+}
+
+static void sleep_cancel(kv_wait *w) {
+  uv_timer_t **timer = kv_wait_data(w);
+  uv_close((uv_handle_t *)*timer, free_handle);
+  kv_wait_wake(w);
+}
+
+static int sleep_done(lua_State *L, int status, lua_KContext ctx) {
+  (void)L, (void)status, (void)ctx;
+  return 0;
+}
+
+/* sleep(seconds): let the loop run for that long (0: one turn). */
+static int l_sleep(lua_State *L) {
+  lua_Number s = luaL_checknumber(L, 1);
+  luaL_argcheck(L, s >= 0, 1, "must not be negative");
+  kv_wait *w = kv_wait_new(L, "sleep", sizeof(uv_timer_t *), sleep_cancel, NULL);
+  uv_timer_t *timer = malloc(sizeof *timer);
+  if (!timer)
+    abort();
+  uv_timer_init(kv_loop(), timer);
+  timer->data = w;
+  *(uv_timer_t **)kv_wait_data(w) = timer;
+  uv_timer_start(timer, sleep_fired, (uint64_t)(s * 1000.0 + 0.5), 0);
+  return kv_wait_yield(L, w, sleep_done);
+}
+
+static int l_now(lua_State *L) {
+  lua_pushnumber(L, kv_now());
+  return 1;
+}
+
+/* ------------------------------------------------------------------ tasks */
+
+static kv_task **check_task(lua_State *L) { return luaL_checkudata(L, 1, TASK_MT); }
+
+static void push_task(lua_State *L, kv_task *t) {
+  kv_task **ud = lua_newuserdatauv(L, sizeof *ud, 0);
+  *ud = t;
+  t->refs++;
+  luaL_setmetatable(L, TASK_MT);
+}
+
+static int task_gc(lua_State *L) {
+  kv_task **ud = check_task(L);
+  if (*ud)
+    kv_task_release(*ud);
+  *ud = NULL;
+  return 0;
+}
+
+/* spawn(fn, ...) -> task: run fn(...) concurrently, from the loop. */
+static int l_spawn(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  kv_task *t = kv_task_new(L, NULL, lua_gettop(L) - 1);
+  push_task(L, t);
+  return 1;
+}
+
+static void await_dispose(kv_wait *w) { kv_task_release(*(kv_task **)kv_wait_data(w)); }
+
+static void await_cancel(kv_wait *w) {
+  kv_wait_unlink(w);
+  kv_wait_wake(w);
+}
+
+/* Wait for t to end; k continues with the outcome. */
+static int await_task(lua_State *L, kv_task *t, const char *who, lua_KFunction k) {
+  kv_wait *w = kv_wait_new(L, who, sizeof(kv_task *), await_cancel, await_dispose);
+  *(kv_task **)kv_wait_data(w) = t;
+  t->refs++;
+  kv_wait_link(w, &t->waiters);
+  return kv_wait_yield(L, w, k);
+}
+
+static int outcome_or_raise(lua_State *L, kv_task *t) {
+  int base = lua_gettop(L);
+  int n = kv_task_push_outcome(t, L);
+  if (lua_toboolean(L, base + 1)) {
+    lua_remove(L, base + 1);
+    return n - 1;
+  }
+  if (n == 2)
+    return luaL_error(L, "task: the task was abandoned");
+  lua_pop(L, 1); /* traceback */
+  return lua_error(L);
+}
+
+static int task_wait_k(lua_State *L, int status, lua_KContext ctx) {
+  (void)status;
+  return outcome_or_raise(L, *(kv_task **)kv_wait_data(kv_wait_of(ctx)));
+}
+
+/* task:wait() -> the task's results; re-raises its error. */
+static int task_wait(lua_State *L) {
+  kv_task *t = *check_task(L);
+  luaL_argcheck(L, t != NULL, 1, "task already released");
+  if (t->state == KV_TASK_DONE)
+    return outcome_or_raise(L, t);
+  return await_task(L, t, "task:wait", task_wait_k);
+}
+
+static int task_done(lua_State *L) {
+  kv_task *t = *check_task(L);
+  lua_pushboolean(L, !t || t->state == KV_TASK_DONE);
+  return 1;
+}
+
+static int task_cancel(lua_State *L) {
+  kv_task *t = *check_task(L);
+  if (t && t != kv_task_running())
+    kv_task_abandon(t);
+  return 0;
+}
+
+static const luaL_Reg task_methods[] = {
+    {"wait", task_wait}, {"done", task_done}, {"cancel", task_cancel}, {NULL, NULL}};
+
+/* ----------------------------------------------------------------- scopes */
+
+static kv_scope **check_scope(lua_State *L, int i) { return luaL_checkudata(L, i, SCOPE_MT); }
+
+static int l_scope(lua_State *L) {
+  const char *test = luaL_checkstring(L, 1);
+  const char *artifacts = luaL_optstring(L, 2, "");
+  kv_scope **ud = lua_newuserdatauv(L, sizeof *ud, 0);
+  *ud = kv_scope_new(test, artifacts);
+  luaL_setmetatable(L, SCOPE_MT);
+  return 1;
+}
+
+/* scope:close() -> list of tracebacks of background tasks that failed. */
+static int scope_close(lua_State *L) {
+  kv_scope **ud = check_scope(L, 1);
+  if (!*ud) {
+    lua_newtable(L);
+    return 1;
+  }
+  kv_scope *s = *ud;
+  *ud = NULL;
+  kv_scope_close(s, L);
+  kv_scope_unref(s);
+  return 1;
+}
+
+static const luaL_Reg scope_methods[] = {{"close", scope_close}, {NULL, NULL}};
+
+/* -------------------------------------------------------------------- run */
+
+static int run_k(lua_State *L, int status, lua_KContext ctx) {
+  (void)status;
+  kv_task *t = *(kv_task **)kv_wait_data(kv_wait_of(ctx));
+  if (kv_guard_expired()) {
+    lua_pushliteral(L, "timeout");
+    lua_pushstring(L, kv_guard_where() ? kv_guard_where() : t->traceback);
+    return 2;
+  }
+  int base = lua_gettop(L);
+  int n = kv_task_push_outcome(t, L);
+  lua_pushstring(L, lua_toboolean(L, base + 1) ? "ok" : "error");
+  lua_replace(L, base + 1);
+  return n;
+}
+
+/*
+ * __kv.run(fn, timeout, [scope]) runs fn() as a task in scope (default: the
+ * root) under a deadline of `timeout` seconds and returns "ok", results... |
+ * "error", err, traceback | "timeout", where.
+ */
+static int l_run(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_Number timeout = luaL_checknumber(L, 2);
+  kv_scope *s = lua_isnoneornil(L, 3) ? kv_scope_root() : *check_scope(L, 3);
+  luaL_argcheck(L, s != NULL, 3, "scope is closed");
+  lua_settop(L, 1);
+  kv_task *t = kv_task_new(L, s, 0);
+  if (kv_guard_start(t, timeout) < 0)
+    return luaL_error(L, "run: runs do not nest");
+  return await_task(L, t, "run", run_k);
+}
+
+static int l_emit(lua_State *L) {
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  int fd = event_fd >= 0 ? event_fd : STDOUT_FILENO;
+  for (size_t off = 0; off < len;) {
+    ssize_t n = write(fd, s + off, len - off);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return luaL_error(L, "emit: %s", strerror(errno));
+    off += (size_t)n;
+  }
+  return 0;
+}
+
+/* __kv.mkdir_p(path) -> true | nil, err: the folder and its parents. */
+static int l_mkdir_p(lua_State *L) {
+  size_t len;
+  const char *path = luaL_checklstring(L, 1, &len);
+  char *buf = strdup(path);
+  if (!buf)
+    return luaL_error(L, "out of memory");
+  int rc = 0;
+  for (char *p = buf + 1; rc == 0; p++) {
+    if (*p != '/' && *p != '\0')
+      continue;
+    char c = *p;
+    *p = '\0';
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+      rc = -1;
+    *p = c;
+    if (!c)
+      break;
+  }
+  free(buf);
+  if (rc)
+    return luaL_fileresult(L, 0, path);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int l_file_expired(lua_State *L) {
+  lua_pushboolean(L, kv_file_expired());
+  return 1;
+}
+
+static int l_file_deadline(lua_State *L) {
+  kv_guard_set_file_deadline(luaL_checknumber(L, 1));
+  return 0;
+}
+
+static const luaL_Reg internal_funcs[] = {{"run", l_run},
+                                          {"scope", l_scope},
+                                          {"emit", l_emit},
+                                          {"file_expired", l_file_expired},
+                                          {"mkdir_p", l_mkdir_p},
+                                          {"file_deadline", l_file_deadline},
+                                          {NULL, NULL}};
+
+static const luaL_Reg global_funcs[] = {
+    {"sleep", l_sleep}, {"spawn", l_spawn}, {"now", l_now}, {NULL, NULL}};
+
+static void new_class(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc) {
+  luaL_newmetatable(L, name);
+  lua_newtable(L);
+  luaL_setfuncs(L, methods, 0);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, gc);
+  lua_setfield(L, -2, "__close");
+  lua_pop(L, 1);
+}
+
+/* Installs the globals and returns the internal table. */
+int luaopen_kvcore(lua_State *L) {
+  new_class(L, TASK_MT, task_methods, task_gc);
+  new_class(L, SCOPE_MT, scope_methods, scope_close);
+  lua_pushglobaltable(L);
+  luaL_setfuncs(L, global_funcs, 0);
+  lua_pop(L, 1);
+  luaL_newlib(L, internal_funcs);
+  return 1;
+}

@@ -1,0 +1,122 @@
+/*
+ * engine.h - the engine's C interface for bindings.
+ *
+ * Every binding that talks to the outside world sits on one libuv loop and
+ * lets Lua code wait without blocking it.  This header is the whole contract
+ * between a binding and the engine:
+ *
+ *   - waiting: a binding registers native work (a timer, a socket poll, a
+ *     curl transfer, a hiredis callback, a child's exit) together with a
+ *     kv_wait record, yields the calling task, and wakes it from a loop
+ *     callback when the answer is in the record;
+ *   - tracking: every handle a test opens is a kv_resource in the current
+ *     scope, closed when the test ends or is abandoned;
+ *   - context: the current test's name, artifacts folder and deadline;
+ *   - tasks: coroutines that the engine itself resumes from the loop (a test
+ *     body, a spawn()ed function, an HTTP handler).
+ *
+ * Rules a binding follows:
+ *   - never resume Lua from inside a running Lua call: wake only from loop
+ *     callbacks (kv_wait_wake does the resuming);
+ *   - uv handles live in malloc'd memory freed in their close callback, never
+ *     inside a userdata: a userdata can be collected before uv_close finishes;
+ *   - __gc and __close are one function that calls the resource's close,
+ *     which is idempotent and starts with kv_untrack.
+ */
+#ifndef KV_ENGINE_H
+#define KV_ENGINE_H
+
+#include <stddef.h>
+
+#include <lua.h>
+#include <uv.h>
+
+/* The engine's one loop. */
+uv_loop_t *kv_loop(void);
+
+/* Monotonic time in seconds. */
+double kv_now(void);
+
+/* ---------------------------------------------------------------- waiting */
+
+typedef struct kv_wait kv_wait;
+typedef void (*kv_wait_fn)(kv_wait *w);
+
+/*
+ * Start a wait on behalf of the task running L.  `size` bytes of zeroed data
+ * travel with the record (kv_wait_data).  `cancel`, if not NULL, is called
+ * when the waiting task is abandoned (test timeout, scope end): it should stop
+ * the native work; the binding must still call kv_wait_wake exactly once
+ * later (or from inside cancel).  `dispose`, if not NULL, releases whatever
+ * the data owns; it runs just before the record is freed, on every path.
+ *
+ * Raises a Lua error naming `who` when L cannot wait: it is not a task the
+ * engine resumes (for example a coroutine the script created itself).
+ */
+kv_wait *kv_wait_new(lua_State *L, const char *who, size_t size, kv_wait_fn cancel,
+                     kv_wait_fn dispose);
+
+/* The data area of the record. */
+void *kv_wait_data(kv_wait *w);
+
+/* True once the waiting task was abandoned: nobody will read the answer. */
+int kv_wait_cancelled(const kv_wait *w);
+
+/*
+ * Yield the task until kv_wait_wake(w).  Use as `return kv_wait_yield(L, w, k)`.
+ * When woken, Lua calls k(L, LUA_YIELD, ctx) inside the task, where
+ * kv_wait_of(ctx) gives the record back; k reads the answer and returns the
+ * results (or raises, or waits again).
+ */
+int kv_wait_yield(lua_State *L, kv_wait *w, lua_KFunction k);
+kv_wait *kv_wait_of(lua_KContext ctx);
+
+/*
+ * Deliver: from a loop callback, resume the waiting task (its continuation
+ * runs now), then dispose of and free the record.  On a cancelled record it
+ * only disposes and frees.  Call exactly once per record; never from Lua.
+ */
+void kv_wait_wake(kv_wait *w);
+
+/* --------------------------------------------------------------- tracking */
+
+typedef struct kv_scope kv_scope;
+typedef struct kv_resource kv_resource;
+typedef void (*kv_close_fn)(kv_resource *r);
+
+struct kv_resource {
+  kv_resource *prev, *next;
+  kv_scope *scope;
+  const char *what; /* "zmq socket", "child process": for diagnostics */
+  kv_close_fn close;
+};
+
+/*
+ * Track r in the current scope (the running task's, or the file's).  When
+ * the scope ends, close(r) is called, newest resource first.  close must call
+ * kv_untrack(r) and be safe to call again (it is also the __gc/__close path).
+ */
+void kv_track(kv_resource *r, const char *what, kv_close_fn close);
+void kv_untrack(kv_resource *r);
+
+/* --------------------------------------------------------------- context */
+
+/* The scope code runs in now: the running task's, else the file's root. */
+kv_scope *kv_scope_current(void);
+
+/* The current test's name ("" outside a test) and artifacts folder. */
+const char *kv_test_name(void);
+const char *kv_artifacts_dir(void);
+
+/* ------------------------------------------------------------------ tasks */
+
+/*
+ * Start a new task in `scope` (NULL: the current scope) that calls the
+ * function below `nargs` arguments on top of L's stack (both are popped).
+ * It first runs from the loop, never from inside this call.  An error in a
+ * task nobody waits for is reported against the scope's test (it fails) or,
+ * outside a test, printed with its traceback.
+ */
+void kv_spawn(lua_State *L, kv_scope *scope, int nargs);
+
+#endif

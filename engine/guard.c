@@ -1,0 +1,194 @@
+/*
+ * guard.c - time limits that a test cannot catch.
+ *
+ * One test runs at a time in a file, so there is one guard: a task, its
+ * deadline (never later than the file's), a libuv timer for a test that
+ * waits, and a POSIX interval timer for a test that spins in pure Lua and so
+ * never lets the loop run.  The signal handler only sets a flag.  A standing
+ * count hook, inherited by every coroutine the script creates, reads it: on a
+ * task's own thread it yields back to the scheduler, which abandons the
+ * test; on a coroutine the script made it raises, which unwinds to the task's
+ * thread, where the next hook yields.  Nothing is ever delivered to the test
+ * as an error it could catch: an expired test is abandoned, not resumed.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include <lauxlib.h>
+
+#define HOOK_INSTRUCTIONS 1000
+#define REFIRE_USEC 10000
+
+static volatile sig_atomic_t alarm_hit;
+
+static struct {
+  kv_task *task;
+  double deadline;
+  uv_timer_t *timer;
+  int expired;
+  char *where;
+} guard;
+
+static double file_deadline; /* 0: none */
+
+static void on_alarm(int sig) {
+  (void)sig;
+  alarm_hit = 1;
+}
+
+static void hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  if (!alarm_hit)
+    return;
+  kv_task *t = kv_task_of(L);
+  if (!guard.task || kv_now() < guard.deadline) {
+    alarm_hit = 0; /* early or stale: the interval timer fires again */
+    return;
+  }
+  if (t && t->co == L && t == kv_task_running() && lua_isyieldable(L)) {
+    alarm_hit = 0;
+    t->state = KV_TASK_HOOKED;
+    lua_yield(L, 0);
+    return;
+  }
+  luaL_error(L, "time limit reached");
+}
+
+/* Install the hook on L; threads created from it inherit it. */
+void kv_guard_install(lua_State *L) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_alarm;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGALRM, &sa, NULL);
+  lua_sethook(L, hook, LUA_MASKCOUNT, HOOK_INSTRUCTIONS);
+}
+
+static void alarm_arm(double seconds) {
+  struct itimerval it;
+  memset(&it, 0, sizeof it);
+  if (seconds > 0) {
+    if (seconds < 1e-6)
+      seconds = 1e-6;
+    it.it_value.tv_sec = (time_t)seconds;
+    it.it_value.tv_usec = (suseconds_t)((seconds - (double)it.it_value.tv_sec) * 1e6);
+    if (!it.it_value.tv_sec && !it.it_value.tv_usec)
+      it.it_value.tv_usec = 1;
+    it.it_interval.tv_usec = REFIRE_USEC;
+  }
+  setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static void capture_where(kv_task *t) {
+  free(guard.where);
+  guard.where = NULL;
+  if (t->state == KV_TASK_DONE)
+    return;
+  luaL_traceback(t->co, t->co, NULL, 0);
+  guard.where = strdup(lua_tostring(t->co, -1));
+  lua_pop(t->co, 1);
+}
+
+static void guard_fire(void) {
+  kv_task *t = guard.task;
+  if (!t)
+    return;
+  guard.expired = 1;
+  capture_where(t);
+  kv_scope *s = t->scope;
+  kv_sched_defer(1);
+  s->refs++;
+  kv_task_abandon(t); /* ends the guard through kv_guard_task_done */
+  for (kv_task *o = s->tasks; o;) {
+    if (o->state != KV_TASK_DONE) {
+      kv_task_abandon(o);
+      o = s->tasks; /* the list may have changed */
+    } else {
+      o = o->scope_next;
+    }
+  }
+  kv_scope_unref(s);
+  kv_sched_defer(0);
+}
+
+static void timer_fired(uv_timer_t *h) {
+  (void)h;
+  guard_fire();
+}
+
+static void free_handle(uv_handle_t *h) { free(h); }
+
+/*
+ * Guard t for `seconds` (capped by the file's deadline).  Returns 0, or -1
+ * when a guard is already running (runs do not nest).
+ */
+int kv_guard_start(kv_task *t, double seconds) {
+  if (guard.task)
+    return -1;
+  double now = kv_now(), deadline = now + seconds;
+  if (file_deadline > 0 && file_deadline < deadline)
+    deadline = file_deadline;
+  guard.task = t;
+  guard.deadline = deadline;
+  guard.expired = 0;
+  free(guard.where);
+  guard.where = NULL;
+  if (!guard.timer) {
+    guard.timer = malloc(sizeof *guard.timer);
+    if (!guard.timer)
+      abort();
+    uv_timer_init(kv_loop(), guard.timer);
+  }
+  double left = deadline - now;
+  uv_timer_start(guard.timer, timer_fired, left > 0 ? (uint64_t)(left * 1000.0) + 1 : 0, 0);
+  alarm_arm(left > 0 ? left : 1e-6);
+  return 0;
+}
+
+void kv_guard_stop(void) {
+  if (!guard.task)
+    return;
+  if (kv_now() >= guard.deadline)
+    guard.expired = 1;
+  guard.task = NULL;
+  alarm_arm(0);
+  alarm_hit = 0;
+  uv_timer_stop(guard.timer);
+}
+
+void kv_guard_task_done(kv_task *t) {
+  if (guard.task == t)
+    kv_guard_stop();
+}
+
+/* Did the last guarded run run out of time?  Where was it then? */
+int kv_guard_expired(void) { return guard.expired; }
+
+const char *kv_guard_where(void) { return guard.where; }
+
+/* The hook yielded t: end the run if its time is up, else go on. */
+void kv_guard_hooked(kv_task *t) {
+  if (guard.task && kv_now() >= guard.deadline - 1e-3)
+    guard_fire();
+  if (t->state != KV_TASK_DONE)
+    kv_task_requeue(t);
+}
+
+void kv_guard_set_file_deadline(double seconds) {
+  file_deadline = seconds > 0 ? kv_now() + seconds : 0;
+}
+
+int kv_file_expired(void) { return file_deadline > 0 && kv_now() >= file_deadline; }
+
+void kv_guard_close(void) {
+  kv_guard_stop();
+  free(guard.where);
+  guard.where = NULL;
+  if (guard.timer)
+    uv_close((uv_handle_t *)guard.timer, free_handle);
+  guard.timer = NULL;
+}

@@ -1,0 +1,132 @@
+/*
+ * main.c - what `kvengine` was asked to do.
+ *
+ *   kvengine [options] PATH...     the parent: runs files in workers, reports
+ *   kvengine serve SCRIPT [ARG...] a Lua program on the loop
+ *   kvengine version               versions of the engine and its libraries
+ *   kvengine __worker [options] FILE   one file (internal: the parent's child)
+ *   kvengine __supervise ...       a child's supervisor (internal: see proc)
+ */
+#include "host.h"
+#include "options.h"
+#include "pool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+
+int kv_supervise_main(int argc, char **argv) __attribute__((weak));
+void kv_print_versions(lua_State *L);
+
+static void export_engine_path(void) {
+  char buf[4096];
+  snprintf(buf, sizeof buf, "%s/kvengine", kv_exe_dir());
+  setenv("KVENGINE_BIN", buf, 1);
+}
+
+/* Run one test file; report events go to fd 3 when the parent opened it. */
+static int worker_main(int argc, char **argv) {
+  struct kv_options o;
+  if (kv_options_parse(&o, argc, argv) || o.npaths != 1)
+    return 2;
+  if (fcntl(3, F_GETFD) != -1)
+    kv_set_event_fd(3);
+  setenv("KVENGINE_TARGET", o.target, 1);
+  struct kv_host h;
+  kv_host_open(&h, "");
+  lua_State *L = h.L;
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "runner");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "run_file");
+  lua_remove(L, -2);
+  kv_options_push(L, &o);
+  lua_pushstring(L, o.paths[0]);
+  lua_setfield(L, -2, "file");
+  kv_host_start(&h, 1);
+  int code = 3;
+  if (kv_host_run(&h, 1) < 0) {
+    fputs("kvengine: the runner waits on nothing: an engine bug\n", stderr);
+  } else if (h.signalled) {
+    code = 128 + h.signalled;
+  } else {
+    int base = lua_gettop(L);
+    kv_host_outcome(&h);
+    if (lua_toboolean(L, base + 1))
+      code = (int)luaL_optinteger(L, base + 2, 0);
+    else
+      fprintf(stderr, "kvengine: runner failed: %s\n", luaL_optstring(L, base + 3, "?"));
+    lua_settop(L, base);
+  }
+  kv_host_close(&h);
+  return code;
+}
+
+/* kvengine serve SCRIPT [ARG...]: `arg` holds the arguments, as in lua(1). */
+static int serve_main(int argc, char **argv) {
+  if (argc < 3) {
+    fputs("usage: kvengine serve SCRIPT [ARG...]\n", stderr);
+    return 2;
+  }
+  struct kv_host h;
+  kv_host_open(&h, "");
+  lua_State *L = h.L;
+  lua_createtable(L, argc - 3, 1);
+  for (int i = 2; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i - 2);
+  }
+  lua_setglobal(L, "arg");
+  if (luaL_loadfile(L, argv[2]) != LUA_OK) {
+    fprintf(stderr, "kvengine: %s\n", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    kv_host_close(&h);
+    return 1;
+  }
+  for (int i = 3; i < argc; i++)
+    lua_pushstring(L, argv[i]);
+  kv_host_start(&h, argc - 3);
+  int code = 0;
+  if (kv_host_run(&h, 0) < 0) {
+    code = 1;
+  } else if (h.main->state == KV_TASK_DONE && h.main->end == KV_END_ERROR) {
+    int base = lua_gettop(L);
+    kv_host_outcome(&h);
+    fprintf(stderr, "kvengine: %s\n", lua_tostring(L, base + 3));
+    lua_settop(L, base);
+    code = 1;
+  }
+  kv_host_close(&h);
+  return code;
+}
+
+static int version_main(void) {
+  lua_State *L = kv_state_new();
+  kv_print_versions(L);
+  lua_close(L);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  export_engine_path();
+  if (argc >= 2 && !strcmp(argv[1], "__supervise") && kv_supervise_main)
+    return kv_supervise_main(argc - 1, argv + 1);
+  if (argc >= 2 && !strcmp(argv[1], "__worker"))
+    return worker_main(argc - 1, argv + 1);
+  if (argc >= 2 && !strcmp(argv[1], "serve"))
+    return serve_main(argc, argv);
+  if (argc == 2 && !strcmp(argv[1], "version"))
+    return version_main();
+  struct kv_options o;
+  if (kv_options_parse(&o, argc, argv))
+    return 2;
+  if (o.npaths == 0) {
+    kv_usage();
+    return 2;
+  }
+  return kv_pool_main(&o);
+}

@@ -1,0 +1,416 @@
+/*
+ * pool.c - the parent process: files to worker processes, events to reporters.
+ *
+ * Every file runs in a worker of its own (`kvengine __worker ... FILE`), at
+ * most -j at a time, so a file that crashes the process costs only its own
+ * results.  A worker writes report events as JSON lines on fd 3; its stdout
+ * and stderr are captured too.  The parent hands each line, in arrival
+ * order, to the reporters (engine/lua/report.lua), which draw one console,
+ * one TAP stream and one JUnit file and total one closing line.
+ */
+#include "pool.h"
+#include "internal.h"
+
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+
+#define HANG_GRACE_S 60
+#define PIPE_GRACE_MS 2000
+
+struct pipe_in {
+  uv_pipe_t pipe;
+  struct worker *w;
+  char *buf; /* a partial line */
+  size_t len;
+  int events; /* 1: report events; 0: captured output */
+};
+
+struct worker {
+  uv_process_t proc;
+  struct pipe_in out, err, ev;
+  uv_timer_t hang;
+  const char *file;
+  int run;
+  int open;       /* handles not yet closed */
+  int pipes_open; /* pipes not yet at EOF */
+  int exited, finished;
+  int64_t status;
+  int term_signal;
+};
+
+static struct {
+  struct kv_options *o;
+  lua_State *L;
+  char **files;
+  size_t nfiles;
+  size_t next; /* next job: file index * repeat */
+  int running;
+  int stopping;
+  int interrupted;
+  struct worker **workers;
+} pool;
+
+/* ------------------------------------------------------------- reporting */
+
+/* Call report[fn](args...) with the strings/integers pushed by the caller. */
+static int report_call(const char *fn, int nargs) {
+  lua_State *L = pool.L;
+  lua_getglobal(L, "__report");
+  lua_getfield(L, -1, fn);
+  lua_remove(L, -2);
+  lua_insert(L, -(nargs + 1));
+  if (lua_pcall(L, nargs, 1, 0) != LUA_OK) {
+    fprintf(stderr, "kvengine: reporter error in %s: %s\n", fn, lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return 0;
+  }
+  int r = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return r;
+}
+
+static void stop_all(int sig);
+static void on_hang(uv_timer_t *t);
+
+static void deliver_line(struct worker *w, const char *line, size_t len, int events) {
+  lua_pushstring(pool.L, w->file);
+  lua_pushinteger(pool.L, w->run);
+  lua_pushlstring(pool.L, line, len);
+  if (events) {
+    if (report_call("event", 3) && pool.o->fail_fast && !pool.stopping)
+      stop_all(SIGTERM);
+  } else {
+    report_call("output", 3);
+  }
+}
+
+/* ---------------------------------------------------------------- workers */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  (void)h;
+  buf->base = malloc(suggested);
+  buf->len = buf->base ? suggested : 0;
+}
+
+static void worker_closed(uv_handle_t *h) {
+  struct worker *w = h->data;
+  if (--w->open > 0)
+    return;
+  free(w->out.buf);
+  free(w->err.buf);
+  free(w->ev.buf);
+  free(w);
+}
+
+static void flush_lines(struct pipe_in *p, int final) {
+  if (!p->len)
+    return;
+  size_t start = 0;
+  for (size_t i = 0; i < p->len; i++) {
+    if (p->buf[i] == '\n') {
+      deliver_line(p->w, p->buf + start, i - start + (p->events ? 0 : 1), p->events);
+      start = i + 1;
+    }
+  }
+  if (final && start < p->len) {
+    deliver_line(p->w, p->buf + start, p->len - start, p->events);
+    start = p->len;
+  }
+  memmove(p->buf, p->buf + start, p->len - start);
+  p->len -= start;
+}
+
+static void maybe_finish(struct worker *w);
+
+static void pipe_done(struct pipe_in *p) {
+  uv_read_stop((uv_stream_t *)p);
+  flush_lines(p, 1);
+  uv_close((uv_handle_t *)p, worker_closed);
+  p->w->pipes_open--;
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  struct pipe_in *p = (struct pipe_in *)s;
+  if (n > 0) {
+    char *grown = realloc(p->buf, p->len + (size_t)n);
+    if (!grown)
+      abort();
+    p->buf = grown;
+    memcpy(p->buf + p->len, buf->base, (size_t)n);
+    p->len += (size_t)n;
+    flush_lines(p, 0);
+  }
+  free(buf->base);
+  if (n < 0) {
+    pipe_done(p);
+    maybe_finish(p->w);
+  }
+}
+
+static void launch_next(void);
+
+/* A worker is judged once it exited and its pipes are drained. */
+static void maybe_finish(struct worker *w) {
+  if (!w->exited || w->pipes_open > 0 || w->finished)
+    return;
+  w->finished = 1;
+  pool.running--;
+  uv_timer_stop(&w->hang);
+  uv_close((uv_handle_t *)&w->hang, worker_closed);
+  for (int i = 0; i < pool.o->jobs; i++)
+    if (pool.workers[i] == w)
+      pool.workers[i] = NULL;
+  lua_pushstring(pool.L, w->file);
+  lua_pushinteger(pool.L, w->run);
+  lua_pushinteger(pool.L, w->status);
+  lua_pushinteger(pool.L, w->term_signal);
+  if (report_call("worker_exit", 4) && pool.o->fail_fast && !pool.stopping)
+    stop_all(SIGTERM);
+  launch_next();
+}
+
+static void worker_exited(uv_process_t *proc, int64_t status, int term_signal) {
+  struct worker *w = proc->data;
+  w->exited = 1;
+  w->status = status;
+  w->term_signal = term_signal;
+  uv_close((uv_handle_t *)proc, worker_closed);
+  /* A descendant that kept the pipes open must not hold the run forever. */
+  uv_timer_start(&w->hang, on_hang, PIPE_GRACE_MS, 0);
+  maybe_finish(w);
+}
+
+static void on_hang(uv_timer_t *t) {
+  struct worker *w = t->data;
+  if (!w->exited) {
+    uv_process_kill(&w->proc, SIGKILL);
+    return;
+  }
+  for (struct pipe_in *p = &w->out; p <= &w->ev; p++)
+    if (!uv_is_closing((uv_handle_t *)p))
+      pipe_done(p);
+  maybe_finish(w);
+}
+
+static void pipe_open(struct worker *w, struct pipe_in *p, int events) {
+  uv_pipe_init(kv_loop(), &p->pipe, 0);
+  p->pipe.data = w;
+  p->w = w;
+  p->events = events;
+  w->open++;
+  w->pipes_open++;
+}
+
+static int spawn_worker(const char *file, int run) {
+  struct worker *w = calloc(1, sizeof *w);
+  if (!w)
+    abort();
+  w->file = file;
+  w->run = run;
+  pipe_open(w, &w->out, 0);
+  pipe_open(w, &w->err, 0);
+  pipe_open(w, &w->ev, 1);
+  char *argv[40];
+  int argc = 0;
+  char exe[4200], runbuf[16];
+  snprintf(exe, sizeof exe, "%s/kvengine", kv_exe_dir());
+  snprintf(runbuf, sizeof runbuf, "%d", run);
+  argv[argc++] = exe;
+  argv[argc++] = "__worker";
+  kv_options_forward(pool.o, argv, &argc);
+  argv[argc++] = "--run";
+  argv[argc++] = runbuf;
+  argv[argc++] = "--";
+  argv[argc++] = (char *)file;
+  argv[argc] = NULL;
+  uv_stdio_container_t stdio[4] = {
+      {.flags = UV_IGNORE},
+      {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&w->out},
+      {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&w->err},
+      {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&w->ev},
+  };
+  uv_process_options_t po = {
+      .exit_cb = worker_exited, .file = exe, .args = argv, .stdio_count = 4, .stdio = stdio};
+  w->proc.data = w;
+  int rc = uv_spawn(kv_loop(), &w->proc, &po);
+  if (rc) {
+    fprintf(stderr, "kvengine: cannot start a worker: %s\n", uv_strerror(rc));
+    for (struct pipe_in *p = &w->out; p <= &w->ev; p++)
+      uv_close((uv_handle_t *)p, worker_closed);
+    return -1;
+  }
+  w->open += 2; /* process and hang timer */
+  uv_timer_init(kv_loop(), &w->hang);
+  w->hang.data = w;
+  uv_timer_start(&w->hang, on_hang, (uint64_t)((pool.o->file_timeout + HANG_GRACE_S) * 1000), 0);
+  uv_read_start((uv_stream_t *)&w->out, on_alloc, on_read);
+  uv_read_start((uv_stream_t *)&w->err, on_alloc, on_read);
+  uv_read_start((uv_stream_t *)&w->ev, on_alloc, on_read);
+  for (int i = 0; i < pool.o->jobs; i++) {
+    if (!pool.workers[i]) {
+      pool.workers[i] = w;
+      break;
+    }
+  }
+  pool.running++;
+  return 0;
+}
+
+static void launch_next(void) {
+  size_t total = pool.nfiles * (size_t)pool.o->repeat;
+  while (!pool.stopping && pool.running < pool.o->jobs && pool.next < total) {
+    size_t job = pool.next++;
+    const char *file = pool.files[job % pool.nfiles];
+    if (spawn_worker(file, (int)(job / pool.nfiles) + 1) < 0) {
+      pool.stopping = 1;
+      pool.interrupted = 3;
+    }
+  }
+}
+
+static void stop_all(int sig) {
+  pool.stopping = 1;
+  for (int i = 0; i < pool.o->jobs; i++)
+    if (pool.workers[i] && !pool.workers[i]->exited)
+      uv_process_kill(&pool.workers[i]->proc, sig);
+}
+
+static void on_signal(uv_signal_t *s, int signum) {
+  (void)s;
+  pool.interrupted = signum;
+  stop_all(SIGTERM);
+}
+
+/* ------------------------------------------------------------------ files */
+
+static void add_file(const char *path) {
+  pool.files = realloc(pool.files, (pool.nfiles + 1) * sizeof *pool.files);
+  if (!pool.files || !(pool.files[pool.nfiles] = strdup(path)))
+    abort();
+  pool.nfiles++;
+}
+
+static int add_glob(const char *pattern, int must_match) {
+  glob_t g;
+  int rc = glob(pattern, 0, NULL, &g);
+  if (rc == GLOB_NOMATCH) {
+    if (must_match) {
+      fprintf(stderr, "kvengine: no file matches %s\n", pattern);
+      return -1;
+    }
+    return 0;
+  }
+  for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++) {
+    struct stat st;
+    if (stat(g.gl_pathv[i], &st) == 0 && S_ISREG(st.st_mode))
+      add_file(g.gl_pathv[i]);
+  }
+  globfree(&g);
+  return 0;
+}
+
+/* A file, a folder (its *.lua, sorted), or a glob the engine expands. */
+static int expand(const char *path) {
+  if (strpbrk(path, "*?["))
+    return add_glob(path, 1);
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    fprintf(stderr, "kvengine: %s: no such file or folder\n", path);
+    return -1;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    add_file(path);
+    return 0;
+  }
+  char pattern[4200];
+  snprintf(pattern, sizeof pattern, "%s%s*.lua", path, path[strlen(path) - 1] == '/' ? "" : "/");
+  return add_glob(pattern, 0);
+}
+
+static long pick_seed(void) {
+  unsigned long s = (unsigned long)time(NULL) ^ ((unsigned long)getpid() << 16) ^
+                    (unsigned long)uv_hrtime();
+  return (long)(s % 2147483646UL) + 1;
+}
+
+/* --------------------------------------------------------------------- main */
+
+static int reporters_start(void) {
+  lua_State *L = pool.L;
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "report");
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+    fprintf(stderr, "kvengine: %s\n", lua_tostring(L, -1));
+    return -1;
+  }
+  lua_setglobal(L, "__report");
+  kv_options_push(L, pool.o);
+  lua_createtable(L, (int)pool.nfiles, 0);
+  for (size_t i = 0; i < pool.nfiles; i++) {
+    lua_pushstring(L, pool.files[i]);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_pushboolean(L, isatty(STDOUT_FILENO));
+  lua_getglobal(L, "__report");
+  lua_getfield(L, -1, "start");
+  lua_remove(L, -2);
+  lua_insert(L, -4);
+  if (lua_pcall(L, 3, 1, 0) != LUA_OK || !lua_isnil(L, -1)) {
+    fprintf(stderr, "kvengine: %s\n", lua_tostring(L, -1));
+    return -1;
+  }
+  lua_pop(L, 1);
+  return 0;
+}
+
+int kv_pool_main(struct kv_options *o) {
+  pool.o = o;
+  signal(SIGPIPE, SIG_IGN);
+  for (int i = 0; i < o->npaths; i++)
+    if (expand(o->paths[i]) < 0)
+      return 2;
+  if (!pool.nfiles) {
+    fputs("kvengine: no test files found\n", stderr);
+    return 2;
+  }
+  if (!o->seed)
+    o->seed = pick_seed();
+  setenv("KVENGINE_TARGET", o->target, 1);
+  pool.workers = calloc((size_t)o->jobs + 1, sizeof *pool.workers);
+  pool.L = kv_state_new();
+  if (reporters_start() < 0)
+    return 2;
+  uv_signal_t sigint, sigterm;
+  uv_signal_init(kv_loop(), &sigint);
+  uv_signal_init(kv_loop(), &sigterm);
+  uv_signal_start(&sigint, on_signal, SIGINT);
+  uv_signal_start(&sigterm, on_signal, SIGTERM);
+  uv_unref((uv_handle_t *)&sigint);
+  uv_unref((uv_handle_t *)&sigterm);
+  launch_next();
+  uv_run(kv_loop(), UV_RUN_DEFAULT);
+  lua_pushinteger(pool.L, pool.interrupted);
+  report_call("finish", 1);
+  lua_getglobal(pool.L, "__report");
+  lua_getfield(pool.L, -1, "exit_code");
+  int code = (int)lua_tointeger(pool.L, -1);
+  if (pool.interrupted)
+    code = pool.interrupted == 3 ? 3 : 128 + pool.interrupted;
+  uv_close((uv_handle_t *)&sigint, NULL);
+  uv_close((uv_handle_t *)&sigterm, NULL);
+  uv_run(kv_loop(), UV_RUN_DEFAULT);
+  lua_close(pool.L);
+  uv_loop_close(kv_loop());
+  for (size_t i = 0; i < pool.nfiles; i++)
+    free(pool.files[i]);
+  free(pool.files);
+  free(pool.workers);
+  return code;
+}

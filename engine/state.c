@@ -1,0 +1,99 @@
+/*
+ * state.c - the loop and a ready-to-use Lua state.
+ *
+ * A state has the standard libraries, the engine's core functions (sleep,
+ * spawn, now, and the internal __kv table), every binding and every Lua
+ * module that ships inside the binary as `require`-able preloads, a module
+ * path that finds the fixtures next to the binary (or where `make install`
+ * put them), and the standing deadline hook.
+ */
+#include "internal.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lualib.h>
+
+extern const struct kv_embedded {
+  const char *name;
+  const unsigned char *src;
+  size_t len;
+} kv_embedded[];
+
+extern const struct kv_module {
+  const char *name;
+  lua_CFunction open;
+} kv_modules[];
+
+uv_loop_t *kv_loop(void) { return uv_default_loop(); }
+
+double kv_now(void) { return (double)uv_hrtime() / 1e9; }
+
+const char *kv_exe_dir(void) {
+  static char dir[PATH_MAX];
+  if (!dir[0]) {
+    ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+    if (n <= 0)
+      return ".";
+    dir[n] = '\0';
+    char *slash = strrchr(dir, '/');
+    if (slash)
+      *slash = '\0';
+  }
+  return dir;
+}
+
+/* package.preload loader for an embedded Lua module (upvalue: its index). */
+static int load_embedded(lua_State *L) {
+  const struct kv_embedded *m = &kv_embedded[lua_tointeger(L, lua_upvalueindex(1))];
+  lua_pushfstring(L, "@engine/lua/%s.lua", m->name);
+  if (luaL_loadbuffer(L, (const char *)m->src, m->len, lua_tostring(L, -1)) != LUA_OK)
+    return lua_error(L);
+  lua_pushstring(L, m->name);
+  lua_call(L, 1, 1);
+  return 1;
+}
+
+static void preload(lua_State *L) {
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+  for (int i = 0; kv_embedded[i].name; i++) {
+    lua_pushinteger(L, i);
+    lua_pushcclosure(L, load_embedded, 1);
+    lua_setfield(L, -2, kv_embedded[i].name);
+  }
+  for (int i = 0; kv_modules[i].name; i++) {
+    lua_pushcfunction(L, kv_modules[i].open);
+    lua_setfield(L, -2, kv_modules[i].name);
+  }
+  lua_pop(L, 1);
+}
+
+/* Fixtures next to the binary (build/../fixtures), then the installed ones. */
+static void set_path(lua_State *L) {
+  const char *dir = kv_exe_dir();
+  const char *extra = getenv("KVENGINE_PATH");
+  lua_getglobal(L, "package");
+  lua_pushfstring(L, "%s%s%s/../fixtures/?.lua;%s/../share/kvengine/fixtures/?.lua;", extra ? extra : "",
+                  extra ? ";" : "", dir, dir);
+  lua_getfield(L, -2, "path");
+  lua_concat(L, 2);
+  lua_setfield(L, -2, "path");
+  lua_pop(L, 1);
+}
+
+lua_State *kv_state_new(void) {
+  lua_State *L = luaL_newstate();
+  if (!L)
+    abort();
+  *(kv_task **)lua_getextraspace(L) = NULL;
+  luaL_openlibs(L);
+  preload(L);
+  set_path(L);
+  luaL_requiref(L, "__kv", luaopen_kvcore, 1);
+  lua_pop(L, 1);
+  kv_guard_install(L);
+  return L;
+}
