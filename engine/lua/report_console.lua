@@ -95,7 +95,7 @@ function Console:block(job)
     if e.where and not (e.message or ""):find(e.where, 1, true) then lines[#lines + 1] = "          at " .. e.where end
   end
   for _, l in ipairs(job.logs) do
-    if job.failed or self.opts.verbose then lines[#lines + 1] = "          log: " .. l end
+    if job.failed or self.opts.verbose then lines[#lines + 1] = "  log (file): " .. l end
   end
   if (job.failed or self.opts.verbose) and #job.output > 0 then
     local text = table.concat(job.output)
@@ -118,7 +118,9 @@ function Console:test_end()
   end
 end
 
-Console.listed = Console.test_end
+function Console:listed()
+  self.nlisted = (self.nlisted or 0) + 1
+end
 
 function Console:file_done(job)
   self.done[job.run .. ":" .. job.file] = self:block(job)
@@ -144,7 +146,9 @@ function Console:finish(s)
     end
   end
   local c = s.counts
-  self:out(string.format("ran %d tests in %.2fs, seed %d", c.passed + c.failed + c.skipped, s.duration, s.seed))
+  local n = self.opts.list and (self.nlisted or 0) or (c.passed + c.failed + c.skipped)
+  self:out(string.format("%s %d test%s in %.2fs, seed %d", self.opts.list and "listed" or "ran", n,
+    n == 1 and "" or "s", s.duration, s.seed))
   self:out(report.closing_line(c))
 end
 

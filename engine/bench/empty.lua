@@ -1,0 +1,1 @@
+-- An empty scenario file: the engine's fixed cost.

@@ -1,0 +1,24 @@
+-- Time limits hold whatever the test does, and the next test still runs.
+test("busy loop", { timeout = 0.5 }, function()
+  while true do end
+end)
+
+test("busy loop inside pcall", { timeout = 0.5 }, function()
+  pcall(function() while true do end end)
+end)
+
+test("busy loop inside a coroutine", { timeout = 0.5 }, function()
+  coroutine.wrap(function() while true do end end)()
+end)
+
+test("sleep inside pcall", { timeout = 0.5 }, function()
+  pcall(sleep, 100)
+end)
+
+test("eventually cannot outlive it", { timeout = 0.5 }, function()
+  eventually(function() return false end, { timeout = 100 })
+end)
+
+test("next test runs", function()
+  expect(1):eq(1)
+end)
