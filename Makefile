@@ -37,7 +37,7 @@ OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(ENGINE_SRC) $(BINDING_SRC)) \
        $(BUILD)/obj/gen/embedded.o $(BUILD)/obj/gen/modules.o
 
 KVENGINE := $(BUILD)/kvengine
-TEST_PATHS := engine/tests bindings/tests fixtures/tests scenarios
+TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
 .PHONY: all test e2e-kvcache asan lint bench install deps clean soak

@@ -47,6 +47,7 @@ void kv_host_open(struct kv_host *h, const char *artifacts) {
 void kv_host_start(struct kv_host *h, int nargs) {
   h->main = kv_task_new(h->L, h->root, nargs);
   h->main->refs++;
+  h->main->observed = 1; /* the host reports how it ends */
 }
 
 /*

@@ -34,15 +34,15 @@ struct kv_task {
   kv_scope *scope;
   kv_task *scope_prev, *scope_next;
   kv_task *ready_next;
-  kv_wait *wait;     /* pending wait, if WAITING */
-  kv_wait *waiters;  /* tasks waiting for this one to end */
-  int refs;          /* live + Lua handle + waiters */
-  int nargs;         /* arguments on co's stack for the first resume */
+  kv_wait *wait;    /* pending wait, if WAITING */
+  kv_wait *waiters; /* tasks waiting for this one to end */
+  int refs;         /* live + Lua handle + waiters */
+  int nargs;        /* arguments on co's stack for the first resume */
   enum kv_task_state state;
   enum kv_task_end end;
-  int nresults;      /* values left on co's stack by a task that ended OK */
-  int observed;      /* somebody took its outcome (task:wait) */
-  char *traceback;   /* for an error: message with traceback */
+  int nresults;    /* values left on co's stack by a task that ended OK */
+  int observed;    /* somebody took its outcome (task:wait) */
+  char *traceback; /* for an error: message with traceback */
 };
 
 struct kv_scope {

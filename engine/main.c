@@ -11,10 +11,10 @@
 #include "options.h"
 #include "pool.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <lauxlib.h>

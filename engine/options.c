@@ -54,35 +54,34 @@ static const struct option long_options[] = {
 };
 
 void kv_usage(void) {
-  fputs(
-      "usage: kvengine [options] PATH...     run the tests in PATH (a file, a folder's *.lua,\n"
-      "                                      or a glob the engine expands itself)\n"
-      "       kvengine serve SCRIPT [ARG...] run a Lua program on the loop until SIGTERM/SIGINT\n"
-      "       kvengine version               print the versions of the engine and its libraries\n"
-      "\n"
-      "options:\n"
-      "  -j, --jobs N          run N files at once, each in its own worker process (default 1)\n"
-      "      --filter PATTERN  run only tests whose name matches the Lua pattern\n"
-      "      --tags a,b        run only tests tagged a or b\n"
-      "      --exclude-tags a  skip tests tagged a\n"
-      "      --list            list the tests, run nothing\n"
-      "      --tap             report as TAP 13 on stdout\n"
-      "      --junit FILE      also write a JUnit XML report to FILE\n"
-      "      --seed N          master seed (default: random; printed at start and on failure)\n"
-      "      --timeout S       default per-test time limit in seconds (default 30)\n"
-      "      --file-timeout S  time limit for a whole file (default 600)\n"
-      "      --artifacts DIR   where failures leave their diagnostics (default ./artifacts)\n"
-      "      --repeat N        run every file N times\n"
-      "      --fail-fast       stop at the first failure\n"
-      "      --target T        local (default) or kind; exported as KVENGINE_TARGET\n"
-      "  -v, --verbose         every test with its duration, and every log line\n"
-      "      --color, --no-color  force colours on or off (default: on a TTY)\n"
-      "  -h, --help            this text\n"
-      "\n"
-      "exit status: 0 all passed, 1 a test failed, 2 usage error, 3 infrastructure error\n"
-      "environment: KVENGINE_TIME_SCALE multiplies eventually()'s default timeout;\n"
-      "             KVENGINE_TARGET is the default --target\n",
-      stdout);
+  fputs("usage: kvengine [options] PATH...     run the tests in PATH (a file, a folder's *.lua,\n"
+        "                                      or a glob the engine expands itself)\n"
+        "       kvengine serve SCRIPT [ARG...] run a Lua program on the loop until SIGTERM/SIGINT\n"
+        "       kvengine version               print the versions of the engine and its libraries\n"
+        "\n"
+        "options:\n"
+        "  -j, --jobs N          run N files at once, each in its own worker process (default 1)\n"
+        "      --filter PATTERN  run only tests whose name matches the Lua pattern\n"
+        "      --tags a,b        run only tests tagged a or b\n"
+        "      --exclude-tags a  skip tests tagged a\n"
+        "      --list            list the tests, run nothing\n"
+        "      --tap             report as TAP 13 on stdout\n"
+        "      --junit FILE      also write a JUnit XML report to FILE\n"
+        "      --seed N          master seed (default: random; printed at start and on failure)\n"
+        "      --timeout S       default per-test time limit in seconds (default 30)\n"
+        "      --file-timeout S  time limit for a whole file (default 600)\n"
+        "      --artifacts DIR   where failures leave their diagnostics (default ./artifacts)\n"
+        "      --repeat N        run every file N times\n"
+        "      --fail-fast       stop at the first failure\n"
+        "      --target T        local (default) or kind; exported as KVENGINE_TARGET\n"
+        "  -v, --verbose         every test with its duration, and every log line\n"
+        "      --color, --no-color  force colours on or off (default: on a TTY)\n"
+        "  -h, --help            this text\n"
+        "\n"
+        "exit status: 0 all passed, 1 a test failed, 2 usage error, 3 infrastructure error\n"
+        "environment: KVENGINE_TIME_SCALE multiplies eventually()'s default timeout;\n"
+        "             KVENGINE_TARGET is the default --target\n",
+        stdout);
 }
 
 static int parse_number(const char *opt, const char *s, double min, double *out) {
@@ -117,26 +116,44 @@ static int parse_one(struct kv_options *o, int c, const char *arg) {
       return -1;
     o->jobs = (int)v;
     return 0;
-  case OPT_FILTER: o->filter = arg; return 0;
-  case OPT_TAGS: o->tags = arg; return 0;
-  case OPT_EXCLUDE_TAGS: o->exclude_tags = arg; return 0;
-  case OPT_LIST: o->list = 1; return 0;
-  case OPT_TAP: o->tap = 1; return 0;
-  case OPT_JUNIT: o->junit = arg; return 0;
+  case OPT_FILTER:
+    o->filter = arg;
+    return 0;
+  case OPT_TAGS:
+    o->tags = arg;
+    return 0;
+  case OPT_EXCLUDE_TAGS:
+    o->exclude_tags = arg;
+    return 0;
+  case OPT_LIST:
+    o->list = 1;
+    return 0;
+  case OPT_TAP:
+    o->tap = 1;
+    return 0;
+  case OPT_JUNIT:
+    o->junit = arg;
+    return 0;
   case OPT_SEED:
     if (parse_number("--seed", arg, 1, &v) || v > 2147483647.0)
       return -1;
     o->seed = (long)v;
     return 0;
-  case OPT_TIMEOUT: return parse_number("--timeout", arg, 0.001, &o->timeout);
-  case OPT_FILE_TIMEOUT: return parse_number("--file-timeout", arg, 0.001, &o->file_timeout);
-  case OPT_ARTIFACTS: o->artifacts = arg; return 0;
+  case OPT_TIMEOUT:
+    return parse_number("--timeout", arg, 0.001, &o->timeout);
+  case OPT_FILE_TIMEOUT:
+    return parse_number("--file-timeout", arg, 0.001, &o->file_timeout);
+  case OPT_ARTIFACTS:
+    o->artifacts = arg;
+    return 0;
   case OPT_REPEAT:
     if (parse_number("--repeat", arg, 1, &v))
       return -1;
     o->repeat = (int)v;
     return 0;
-  case OPT_FAIL_FAST: o->fail_fast = 1; return 0;
+  case OPT_FAIL_FAST:
+    o->fail_fast = 1;
+    return 0;
   case OPT_TARGET:
     if (strcmp(arg, "local") && strcmp(arg, "kind")) {
       fprintf(stderr, "kvengine: --target is local or kind, not '%s'\n", arg);
@@ -144,16 +161,25 @@ static int parse_one(struct kv_options *o, int c, const char *arg) {
     }
     o->target = arg;
     return 0;
-  case 'v': o->verbose = 1; return 0;
-  case OPT_COLOR: o->color = 1; return 0;
-  case OPT_NO_COLOR: o->color = 0; return 0;
+  case 'v':
+    o->verbose = 1;
+    return 0;
+  case OPT_COLOR:
+    o->color = 1;
+    return 0;
+  case OPT_NO_COLOR:
+    o->color = 0;
+    return 0;
   case OPT_RUN:
     if (parse_number("--run", arg, 1, &v))
       return -1;
     o->run = (int)v;
     return 0;
-  case OPT_HELP: kv_usage(); exit(0);
-  default: return -1;
+  case OPT_HELP:
+    kv_usage();
+    exit(0);
+  default:
+    return -1;
   }
 }
 

@@ -335,8 +335,8 @@ static int expand(const char *path) {
 }
 
 static long pick_seed(void) {
-  unsigned long s = (unsigned long)time(NULL) ^ ((unsigned long)getpid() << 16) ^
-                    (unsigned long)uv_hrtime();
+  unsigned long s =
+      (unsigned long)time(NULL) ^ ((unsigned long)getpid() << 16) ^ (unsigned long)uv_hrtime();
   return (long)(s % 2147483646UL) + 1;
 }
 

@@ -76,8 +76,8 @@ static void set_path(lua_State *L) {
   const char *dir = kv_exe_dir();
   const char *extra = getenv("KVENGINE_PATH");
   lua_getglobal(L, "package");
-  lua_pushfstring(L, "%s%s%s/../fixtures/?.lua;%s/../share/kvengine/fixtures/?.lua;", extra ? extra : "",
-                  extra ? ";" : "", dir, dir);
+  lua_pushfstring(L, "%s%s%s/../fixtures/?.lua;%s/../share/kvengine/fixtures/?.lua;",
+                  extra ? extra : "", extra ? ";" : "", dir, dir);
   lua_getfield(L, -2, "path");
   lua_concat(L, 2);
   lua_setfield(L, -2, "path");

@@ -257,7 +257,7 @@ static void task_finish(kv_task *t, enum kv_task_end end) {
   t->state = KV_TASK_DONE;
   t->end = end;
   kv_guard_task_done(t);
-  if (!t->waiters && end == KV_END_ERROR)
+  if (!t->waiters && !t->observed && end == KV_END_ERROR)
     report_detached_error(t);
   while (t->waiters) {
     kv_wait *w = t->waiters;
