@@ -1,0 +1,75 @@
+/*
+ * http_parse.h - the HTTP/1.x request parser behind the http server.
+ *
+ * The server never reads HTTP syntax itself: it feeds the bytes a
+ * connection received to a kv_hp and gets back whole requests (method,
+ * target split into path and query, lower-cased headers, body) or an error
+ * with the status code to answer.  This file and http_parse.c are the only
+ * places that know the parser library (Debian's http-parser 2.9); llhttp has
+ * the same callback model and can replace it here alone.
+ *
+ * Nothing here touches Lua or libuv, so the fuzz target drives it directly.
+ */
+#ifndef KV_HTTP_PARSE_H
+#define KV_HTTP_PARSE_H
+
+#include <stddef.h>
+
+typedef struct kv_http_header {
+  char *name; /* lower-case */
+  char *value;
+} kv_http_header;
+
+/* One complete request; every string is NUL-terminated and owned. */
+typedef struct kv_http_request {
+  const char *method; /* static: "GET", "POST", ... */
+  char *url;          /* the raw request target */
+  char *path;         /* raw (not percent-decoded), "/" when the target has none */
+  char *query;        /* raw, without '?', "" when absent */
+  kv_http_header *headers;
+  size_t nheaders;
+  char *body;
+  size_t body_len;
+  int major, minor;    /* HTTP version */
+  int keep_alive;      /* the connection may carry another request after this one */
+  int expect_continue; /* the client sent "Expect: 100-continue" */
+} kv_http_request;
+
+typedef enum kv_hp_result {
+  KV_HP_MORE,    /* every byte was consumed; no complete request yet */
+  KV_HP_REQUEST, /* a request is complete: kv_hp_take it */
+  KV_HP_ERROR,   /* the stream is unusable: answer kv_hp_error_status and close */
+} kv_hp_result;
+
+typedef struct kv_hp kv_hp;
+
+/*
+ * Called once the head of a request is parsed and before its body, with the
+ * request so far (no body yet): the server answers "100 Continue" there.
+ * It must not free or keep the request.
+ */
+typedef void (*kv_hp_head_fn)(void *ctx, const kv_http_request *head);
+
+/* A parser for one connection; bodies above max_body bytes are an error (413). */
+kv_hp *kv_hp_new(size_t max_body, kv_hp_head_fn on_head, void *ctx);
+void kv_hp_free(kv_hp *p);
+
+/*
+ * Parse up to len bytes.  *used is set to how many were consumed: on
+ * KV_HP_REQUEST the bytes after *used belong to the next request (pipelining)
+ * and must be fed again after the request was taken.
+ */
+kv_hp_result kv_hp_feed(kv_hp *p, const char *data, size_t len, size_t *used);
+
+/* The completed request (after KV_HP_REQUEST), now owned by the caller. */
+kv_http_request *kv_hp_take(kv_hp *p);
+void kv_http_request_free(kv_http_request *r);
+
+/* After KV_HP_ERROR: the status to answer (400, 413, 431) and why. */
+int kv_hp_error_status(const kv_hp *p);
+const char *kv_hp_error_text(const kv_hp *p);
+
+/* The reason phrase of a status code ("Not Found"), "Unknown" if none. */
+const char *kv_http_status_text(int status);
+
+#endif

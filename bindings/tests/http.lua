@@ -1,0 +1,645 @@
+-- Tests of the http module: the client against the engine's own server, the
+-- client against Python's stdlib http.server, and the server against raw
+-- sockets from a Python peer (malformed input, limits, disconnects,
+-- pipelining), always checking that the server still answers afterwards.
+
+local http = require "http"
+local json = require "json"
+local has_proc, proc = pcall(require, "proc")
+
+local PY = "/usr/bin/python3" -- Debian's; the python3 on PATH may be another one
+
+-- A server on a free loopback port; returns it and its base URL.
+local function serve(handler, opts)
+  opts = opts or {}
+  opts.port = 0
+  opts.handler = handler
+  local srv = assert(http.listen(opts))
+  return srv, "http://127.0.0.1:" .. srv:port()
+end
+
+local function need_python()
+  if not has_proc then skip("the proc module is not available") end
+  local f = io.open(PY, "r")
+  if not f then skip(PY .. " is not installed") end
+  f:close()
+end
+
+-- Run a Python snippet with the given arguments; returns its stdout.
+local function python(script, ...)
+  need_python()
+  local argv = { PY, "-c", script }
+  for _, a in ipairs({ ... }) do argv[#argv + 1] = tostring(a) end
+  local code, out, err = proc.run { argv = argv, timeout = 20 }
+  expect(code):eq(0, "python peer failed: " .. tostring(out) .. " " .. tostring(err))
+  return out
+end
+
+-- Start a long-running Python program that prints its port on its first
+-- line; returns the process and the port.
+local function python_server(argv)
+  need_python()
+  local logf = os.tmpname()
+  local p = assert(proc.spawn { argv = argv, log = logf })
+  local port
+  eventually(function()
+    local f = io.open(logf, "r")
+    local text = f and f:read("a") or ""
+    if f then f:close() end
+    port = tonumber(text:match("port (%d+)") or text:match("^(%d+)"))
+    return port
+  end, { timeout = 10 })
+  os.remove(logf)
+  return p, port
+end
+
+-- Raw-socket helper for the Python peer: sends argv[2] bytes (Python
+-- escapes) to 127.0.0.1:argv[1] and prints what comes back until EOF or a
+-- quiet second.
+local RAW = [[
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(sys.argv[2].encode().decode("unicode_escape").encode("latin-1"))
+s.settimeout(1.0)
+data = b""
+try:
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+except (socket.timeout, ConnectionResetError):
+    pass
+sys.stdout.write(data.decode("latin-1"))
+]]
+
+-- Every server test ends by checking that the server still serves.
+local function still_serves(base)
+  local r, err = http.get(base .. "/alive", { timeout = 5 })
+  expect(err):is_nil("the server stopped answering")
+  expect(r.status):eq(200)
+end
+
+-- ------------------------------------------------ client against own server
+
+local function echo(req, res)
+  if req.path == "/status" then
+    res:status(tonumber(req.query:match("code=(%d+)")))
+    return res:finish("status")
+  end
+  res:header("X-Method", req.method)
+  res:header("X-Query", req.query)
+  res:header("Content-Type", "application/json")
+  res:finish {
+    method = req.method, path = req.path, query = req.query, headers = req.headers,
+    body = req.body, peer = req.peer,
+  }
+end
+
+test("methods, paths and queries reach the handler", function()
+  local srv <close>, base = serve(echo)
+  for _, m in ipairs { "GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS" } do
+    local r = assert(http.request { method = m, url = base .. "/a/b?x=1&y=%20z" })
+    expect(r.status):eq(200, m)
+    local j = r:json()
+    expect(j.method):eq(m)
+    expect(j.path):eq("/a/b", "path without the query")
+    expect(j.query):eq("x=1&y=%20z", "raw query string")
+    expect(r.headers["x-method"]):eq(m, "response headers have lower-case keys")
+  end
+  local r = assert(http.request { method = "HEAD", url = base .. "/h" })
+  expect(r.status):eq(200)
+  expect(r.body):eq("", "HEAD has no body")
+  expect(tonumber(r.headers["content-length"])):gt(0, "HEAD says how long the body would be")
+end)
+
+test("request headers arrive with lower-case names", function()
+  local srv <close>, base = serve(echo)
+  local r = assert(http.get(base .. "/", { headers = { ["X-Custom-Thing"] = "v1", Empty = "" } }))
+  local j = r:json()
+  expect(j.headers["x-custom-thing"]):eq("v1")
+  expect(j.headers["empty"]):eq("", "an empty header value is still sent")
+  expect(j.headers["host"]):eq("127.0.0.1:" .. srv:port())
+end)
+
+test("response headers: repeated lines, replacement, framing kept by the server", function()
+  local srv <close>, base = serve(function(_, res)
+    res:header("Set-Cookie", { "a=1", "b=2" })
+    res:header("X-Twice", "first")
+    res:header("x-twice", "second")
+    res:header("X-Gone", "x")
+    res:header("X-Gone", nil)
+    res:header("Content-Length", "999")
+    res:finish("abc")
+  end)
+  local r = assert(http.get(base .. "/"))
+  expect(r.headers["set-cookie"]):eq("a=1, b=2", "repeated header lines are joined")
+  expect(r.headers["x-twice"]):eq("second", "setting a header again replaces it")
+  expect(r.headers["x-gone"]):is_nil()
+  expect(r.headers["content-length"]):eq("3", "framing comes from the server")
+  expect(r.body):eq("abc")
+end)
+
+test("bodies: binary and large, both ways", function()
+  local srv <close>, base = serve(function(req, res) res:finish(req.body:reverse()) end)
+  local bin = "a\0b\r\n\0\255"
+  expect(assert(http.post(base .. "/", bin)).body):eq(bin:reverse(), "NUL bytes survive")
+  local big = string.rep("0123456789abcdef", 256 * 1024) -- 4 MiB
+  local r = assert(http.post(base .. "/", { body = big, timeout = 20 }))
+  expect(#r.body):eq(#big)
+  expect(r.body == big:reverse()):eq(true, "a 4 MiB body round-trips")
+end)
+
+test("json: request encoding, req:json(), res:finish(table), resp:json()", function()
+  local srv <close>, base = serve(function(req, res)
+    local t = req:json()
+    res:finish { got = t, ctype = req.headers["content-type"] }
+  end)
+  local r = assert(http.request { url = base .. "/", json = { n = 42, list = { 1, 2, 3 }, s = "x" } })
+  expect(r.headers["content-type"]):eq("application/json")
+  local j = r:json()
+  expect(j.ctype):eq("application/json", "json= sets the content type")
+  expect(j.got.n):eq(42)
+  expect(j.got.list):eq({ 1, 2, 3 })
+  local r2 = assert(http.request { url = base .. "/", json = { a = 1 },
+    headers = { ["Content-Type"] = "application/vnd.x+json" } })
+  expect(r2:json().ctype):eq("application/vnd.x+json", "an explicit content type wins")
+  local bad = assert(http.post(base .. "/", "not json"))
+  expect(bad.status):eq(500, "the handler's req:json() raised")
+end)
+
+test("status codes pass through as responses, not errors", function()
+  local srv <close>, base = serve(echo)
+  for _, code in ipairs { 201, 204, 301, 404, 418, 503 } do
+    local r, err = http.get(base .. "/status?code=" .. code)
+    expect(err):is_nil()
+    expect(r.status):eq(code)
+    if code == 204 then expect(r.body):eq("", "204 has no body") end
+  end
+end)
+
+test("a handler that raises gets a 500 carrying the error, and the server goes on", function()
+  local srv <close>, base = serve(function(req, res)
+    if req.path == "/boom" then error("kaboom") end
+    res:finish("fine")
+  end)
+  local r = assert(http.get(base .. "/boom"))
+  expect(r.status):eq(500)
+  expect(r.body):contains("kaboom")
+  expect(assert(http.get(base .. "/ok")).body):eq("fine")
+end)
+
+test("a handler that returns without finishing answers an empty 200", function()
+  local srv <close>, base = serve(function(_, res) res:status(202) end)
+  local r = assert(http.get(base .. "/"))
+  expect(r.status):eq(202)
+  expect(r.body):eq("")
+end)
+
+test("handlers run concurrently, each in its own task", function()
+  local srv <close>, base = serve(function(_, res)
+    sleep(0.3)
+    res:finish("slow")
+  end)
+  local t0 = now()
+  local results = http.batch({ base .. "/1", base .. "/2", base .. "/3", base .. "/4" },
+    { concurrency = 4 })
+  for i = 1, 4 do expect(results[i].body):eq("slow") end
+  expect(now() - t0):lt(1.0, "four 0.3 s handlers overlap")
+end)
+
+test("keep-alive: sequential requests reuse one connection", function()
+  local srv <close>, base = serve(echo)
+  local peers = {}
+  for i = 1, 5 do peers[i] = assert(http.get(base .. "/")):json().peer end
+  for i = 2, 5 do expect(peers[i]):eq(peers[1], "request " .. i .. " came on the same connection") end
+  local r = assert(http.get(base .. "/", { headers = { Connection = "close" } }))
+  expect(r.headers["connection"]):eq("close", "a client asking to close is told so")
+end)
+
+test("streaming: res:write chunks reach stream= as they are written", function()
+  local srv <close>, base = serve(function(_, res)
+    res:header("Content-Type", "text/event-stream")
+    for i = 1, 4 do
+      assert(res:write("data: " .. i .. "\n\n"))
+      sleep(0.15)
+    end
+    res:finish()
+  end)
+  local got, times = {}, {}
+  local t0 = now()
+  local r, err = http.request { url = base .. "/sse", stream = function(chunk)
+    got[#got + 1] = chunk
+    times[#times + 1] = now() - t0
+  end }
+  expect(err):is_nil()
+  expect(r.status):eq(200)
+  expect(r.headers["transfer-encoding"]):eq("chunked")
+  expect(r.headers["content-type"]):eq("text/event-stream")
+  expect(table.concat(got)):eq("data: 1\n\ndata: 2\n\ndata: 3\n\ndata: 4\n\n")
+  expect(#got):ge(3, "chunks come one by one")
+  expect(times[1]):lt(0.3, "the first chunk arrives long before the stream ends")
+  expect(now() - t0):ge(0.55)
+end)
+
+test("streaming: a stream function may wait, and its error propagates", function()
+  local srv <close>, base = serve(function(_, res)
+    for i = 1, 3 do res:write(tostring(i)) end
+    res:finish("end")
+  end)
+  local got = {}
+  local r = assert(http.request { url = base .. "/", stream = function(c)
+    sleep(0.05)
+    got[#got + 1] = c
+  end })
+  expect(table.concat(got)):eq("123end")
+  expect(r.body):eq("", "streamed bytes are not kept in body")
+  local ok, err = pcall(http.request, { url = base .. "/", stream = function() error("stop here") end })
+  expect(ok):eq(false)
+  expect(tostring(err)):contains("stop here")
+  still_serves(base)
+end)
+
+test("batch: results in order, at most `concurrency` in flight", function()
+  local inflight, max_inflight = 0, 0
+  local srv <close>, base = serve(function(req, res)
+    inflight = inflight + 1
+    if inflight > max_inflight then max_inflight = inflight end
+    sleep(0.02 + math.random() * 0.05)
+    inflight = inflight - 1
+    res:finish(req.path:sub(2))
+  end)
+  local reqs = {}
+  for i = 1, 24 do reqs[i] = { url = base .. "/" .. i } end
+  local results = http.batch(reqs, { concurrency = 5 })
+  expect(#results):eq(24)
+  for i = 1, 24 do expect(results[i].body):eq(tostring(i), "result " .. i .. " in its place") end
+  expect(max_inflight):le(5, "never more than 5 at once")
+  expect(max_inflight):ge(2, "they did overlap")
+  -- an unreachable request is an {err = ...} in its slot, the rest unaffected
+  local closed <close> = serve(echo)
+  local dead = "http://127.0.0.1:" .. closed:port() .. "/"
+  closed:close()
+  local mixed = http.batch({ base .. "/a", dead, { url = base .. "/c", method = "POST" } })
+  expect(mixed[1].body):eq("a")
+  expect(mixed[2].err):matches("onnect")
+  expect(mixed[2].status):is_nil()
+  expect(mixed[3].body):eq("c")
+  expect(http.batch({})):eq({}, "an empty batch")
+end)
+
+test("timeout: a slow server gives nil, err in about the time asked", function()
+  local srv <close>, base = serve(function(_, res)
+    sleep(3)
+    res:finish("late")
+  end)
+  local t0 = now()
+  local r, err = http.get(base .. "/", { timeout = 0.3 })
+  expect(r):is_nil()
+  expect(err):matches("[Tt]imed? ?out")
+  expect(now() - t0):lt(1.5)
+end)
+
+test("refused connection and unknown host are errors with curl's message", function()
+  local srv, base = serve(echo)
+  srv:close()
+  local r, err = http.get(base .. "/")
+  expect(r):is_nil()
+  expect(err):matches("[Cc]ouldn't connect")
+  local r2, err2 = http.get("http://no-such-host.invalid/", { timeout = 5 })
+  expect(r2):is_nil()
+  expect(type(err2)):eq("string")
+end)
+
+test("bad request specs raise: they are the script's bug", function()
+  expect(pcall(http.request, { url = 42 })):eq(false)
+  expect(pcall(http.request, { url = "http://x/", timeout = -1 })):eq(false)
+  expect(pcall(http.request, { url = "http://x/", headers = { ["Bad\r\nName"] = "v" } })):eq(false)
+  expect(pcall(http.batch, {}, { concurrency = 0 })):eq(false)
+end)
+
+test("a closed server refuses, its handlers' writes fail, nothing leaks", function()
+  local release = false
+  local write_result
+  local srv, base = serve(function(_, res)
+    res:write("first")
+    while not release do sleep(0.02) end
+    write_result = { res:write("after close") }
+  end)
+  local t = spawn(function() return http.get(base .. "/", { timeout = 5 }) end)
+  eventually(function() return srv ~= nil end)
+  sleep(0.1)
+  srv:close()
+  release = true
+  eventually(function() return write_result ~= nil end)
+  expect(write_result[1]):is_nil("a write after the server closed fails")
+  expect(type(write_result[2])):eq("string")
+  local r, err = t:wait()
+  expect(r == nil or r.status == 200):eq(true, tostring(err))
+  expect((http.get(base .. "/"))):is_nil("the port is closed")
+end)
+
+test("cancelling a waiting task stops its transfer; the server sees the client go", function()
+  local finish_result
+  local srv <close>, base = serve(function(_, res)
+    sleep(0.4)
+    finish_result = { res:finish("too late") }
+  end)
+  local t = spawn(function() return http.get(base .. "/") end)
+  sleep(0.1)
+  t:cancel()
+  eventually(function() return finish_result end)
+  expect(finish_result[1]):is_nil("the client is gone")
+  -- the same while a stream function is itself waiting
+  local srv2 <close>, base2 = serve(function(_, res)
+    for _ = 1, 20 do
+      if not res:write("tick") then return end
+      sleep(0.05)
+    end
+  end)
+  local started = false
+  local t2 = spawn(function()
+    return http.request { url = base2 .. "/", stream = function()
+      started = true
+      sleep(10)
+    end }
+  end)
+  eventually(function() return started end)
+  t2:cancel()
+  still_serves(base)
+  still_serves(base2)
+end)
+
+test("backpressure: a large response waits for a slow reader", function()
+  local finished_after
+  local srv <close>, base = serve(function(_, res)
+    local t0 = now()
+    assert(res:finish(string.rep("x", 48 << 20)))
+    finished_after = now() - t0
+  end)
+  python([[
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+time.sleep(0.8)
+n = 0
+while n < 48 * 1024 * 1024:
+    b = s.recv(1 << 20)
+    if not b: break
+    n += len(b)
+]], srv:port())
+  eventually(function() return finished_after end)
+  expect(finished_after):ge(0.5, "finish waited until the peer read")
+  still_serves(base)
+end)
+
+-- ------------------------------------------------ server against raw sockets
+
+test("a malformed request line gets 400, and the server still answers", function()
+  local srv <close>, base = serve(echo)
+  local out = python(RAW, srv:port(), "THIS IS NOT HTTP\\r\\n\\r\\n")
+  expect(out):matches("^HTTP/1.1 400 ")
+  expect(out):contains("Connection: close")
+  out = python(RAW, srv:port(), "GET /x HTTP/1.1\\r\\nBad Header\\r\\n\\r\\n")
+  expect(out):matches("^HTTP/1.1 400 ")
+  still_serves(base)
+end)
+
+test("a body over max_body gets 413, and the server still answers", function()
+  local called = false
+  local srv <close>, base = serve(function(req, res)
+    if req.path ~= "/alive" then called = true end
+    res:finish("ok")
+  end, { max_body = 1000 })
+  -- announced by Content-Length: answered before any body byte is sent
+  local out = python(RAW, srv:port(), "POST /up HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 5000\\r\\n\\r\\n")
+  expect(out):matches("^HTTP/1.1 413 ")
+  -- chunked: noticed while the chunks arrive
+  local chunk = string.rep("y", 600)
+  out = python(RAW, srv:port(), "POST /up HTTP/1.1\\r\\nHost: x\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n"
+    .. "258\\r\\n" .. chunk .. "\\r\\n258\\r\\n" .. chunk .. "\\r\\n0\\r\\n\\r\\n")
+  expect(out):matches("^HTTP/1.1 413 ")
+  -- through curl, which keeps sending the body: the server drains it and answers
+  local r, err = http.post(base .. "/up", string.rep("z", 200000))
+  expect(err):is_nil()
+  expect(r.status):eq(413)
+  expect(called):eq(false, "the handler never saw an oversized request")
+  local ok = assert(http.post(base .. "/small", string.rep("z", 1000)))
+  expect(ok.status):eq(200, "max_body itself is allowed")
+  still_serves(base)
+end)
+
+test("a client that disconnects mid-request is forgotten, and the server still answers", function()
+  local called = false
+  local srv <close>, base = serve(function(req, res)
+    if req.path ~= "/alive" then called = true end
+    res:finish("ok")
+  end)
+  python([[
+import socket, sys
+port = int(sys.argv[1])
+for part in [b"GET /half HTTP/1.1\r\nHost:", b"POST /p HTTP/1.1\r\nContent-Length: 100\r\n\r\nabc", b"G"]:
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(part)
+    s.close()
+s = socket.create_connection(("127.0.0.1", port))
+s.sendall(b"POST /p HTTP/1.1\r\nContent-Length: 100\r\n\r\nabc")
+s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+s.close()  # with a reset
+]], srv:port())
+  sleep(0.1)
+  expect(called):eq(false, "no handler ran for an incomplete request")
+  still_serves(base)
+end)
+
+test("a client that disconnects mid-response: the handler's writes fail", function()
+  local write_err
+  local srv <close>, base = serve(function(req, res)
+    if req.path == "/alive" then return res:finish("ok") end
+    for _ = 1, 500 do
+      local ok, err = res:write(string.rep("e", 4096))
+      if not ok then
+        write_err = err
+        return
+      end
+      sleep(0.01)
+    end
+  end)
+  python([[
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+s.recv(100)
+s.close()
+]], srv:port())
+  eventually(function() return write_err end, { timeout = 5 })
+  expect(type(write_err)):eq("string")
+  still_serves(base)
+end)
+
+test("pipelined requests are answered in order", function()
+  local srv <close>, base = serve(function(req, res)
+    if req.path == "/slow" then sleep(0.1) end
+    res:finish(req.path)
+  end)
+  local out = python(RAW, srv:port(),
+    "GET /slow HTTP/1.1\\r\\nHost: x\\r\\n\\r\\nGET /fast HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n"
+    .. "POST /last HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\nhi")
+  local bodies = {}
+  for body in out:gmatch("\r\n\r\n(/%l+)") do bodies[#bodies + 1] = body end
+  expect(bodies):eq({ "/slow", "/fast", "/last" })
+  still_serves(base)
+end)
+
+test("Expect: 100-continue is honoured", function()
+  local srv <close> = serve(function(req, res) res:finish("got " .. req.body) end)
+  local out = python([[
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+first = s.recv(100)
+s.sendall(b"hello")
+rest = b""
+while not rest.endswith(b"got hello"):
+    rest += s.recv(100)
+sys.stdout.write((first + rest).decode())
+]], srv:port())
+  expect(out):matches("^HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK")
+  expect(out):contains("got hello")
+end)
+
+test("HTTP/1.0: no chunking, the connection ends the streamed body", function()
+  local srv <close> = serve(function(_, res)
+    res:write("part1 ")
+    res:finish("part2")
+  end)
+  local out = python(RAW, srv:port(), "GET / HTTP/1.0\\r\\n\\r\\n")
+  expect(out):matches("^HTTP/1.1 200 OK")
+  expect(out):contains("Connection: close")
+  expect(out:find("chunked", 1, true)):is_nil()
+  expect(out):matches("\r\n\r\npart1 part2$")
+end)
+
+test("a chunked request body is reassembled", function()
+  local srv <close> = serve(function(req, res) res:finish("[" .. req.body .. "]") end)
+  local out = python(RAW, srv:port(), "POST / HTTP/1.1\\r\\nHost: x\\r\\nTransfer-Encoding: chunked\\r\\n"
+    .. "Connection: close\\r\\n\\r\\n3\\r\\nabc\\r\\n4\\r\\ndefg\\r\\n0\\r\\n\\r\\n")
+  expect(out):matches("%[abcdefg%]$")
+end)
+
+-- ------------------------------------------- client against Python's server
+
+local PY_SERVER = [[
+import json, sys, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def send(self, code, body, ctype="text/plain", extra=()):
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in extra: self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD": self.wfile.write(body)
+    def do_GET(self):
+        if self.path == "/hello":
+            self.send(200, b"hello from python", extra=[("X-Peer", "python"), ("X-Multi", "a"), ("X-Multi", "b")])
+        elif self.path == "/sse":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i in range(3):
+                ev = ("data: %d\n\n" % i).encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(ev), ev)); self.wfile.flush()
+                time.sleep(0.15)
+            self.wfile.write(b"0\r\n\r\n")
+        elif self.path == "/slow":
+            time.sleep(2); self.send(200, b"late")
+        elif self.path.startswith("/status/"):
+            self.send(int(self.path[8:]), b"status")
+        else:
+            self.send(404, b"no such page")
+    do_HEAD = do_GET
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        out = json.dumps({"body": body.decode("latin-1"), "ctype": self.headers.get("Content-Type"),
+                          "custom": self.headers.get("X-Custom"), "method": self.command}).encode()
+        self.send(200, out, "application/json")
+    do_PUT = do_POST
+    do_DELETE = do_POST
+
+srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+print("port", srv.server_address[1], flush=True)
+srv.serve_forever()
+]]
+
+test("client against Python's http.server: statuses, headers, bodies, json", function()
+  local p <close>, port = python_server { PY, "-c", PY_SERVER }
+  local base = "http://127.0.0.1:" .. port
+  local r = assert(http.get(base .. "/hello"))
+  expect(r.status):eq(200)
+  expect(r.body):eq("hello from python")
+  expect(r.headers["x-peer"]):eq("python")
+  expect(r.headers["x-multi"]):eq("a, b")
+  expect(r.headers["content-type"]):eq("text/plain")
+  expect(assert(http.get(base .. "/nope")).status):eq(404)
+  expect(assert(http.get(base .. "/status/503")).status):eq(503)
+  local h = assert(http.request { method = "HEAD", url = base .. "/hello" })
+  expect(h.body):eq("")
+  expect(h.headers["content-length"]):eq("17")
+  local j = assert(http.request { url = base .. "/echo", json = { k = "v" },
+    headers = { ["X-Custom"] = "c" } }):json()
+  expect(j.method):eq("POST")
+  expect(j.ctype):eq("application/json")
+  expect(json.decode(j.body)):eq({ k = "v" })
+  expect(j.custom):eq("c")
+  local put = assert(http.request { method = "PUT", url = base .. "/echo", body = "raw" }):json()
+  expect(put.method):eq("PUT")
+  expect(put.body):eq("raw")
+  local del = assert(http.request { method = "DELETE", url = base .. "/echo" }):json()
+  expect(del.method):eq("DELETE")
+end)
+
+test("client against Python's http.server: SSE stream, timeout, batch", function()
+  local p <close>, port = python_server { PY, "-c", PY_SERVER }
+  local base = "http://127.0.0.1:" .. port
+  local chunks = {}
+  local r = assert(http.request { url = base .. "/sse", stream = function(c) chunks[#chunks + 1] = c end })
+  expect(r.status):eq(200)
+  expect(table.concat(chunks)):eq("data: 0\n\ndata: 1\n\ndata: 2\n\n")
+  expect(#chunks):ge(2, "events arrive separately")
+  local t0 = now()
+  local r2, err = http.get(base .. "/slow", { timeout = 0.3 })
+  expect(r2):is_nil()
+  expect(err):matches("[Tt]imed? ?out")
+  expect(now() - t0):lt(1.5)
+  local reqs = {}
+  for i = 1, 10 do reqs[i] = i % 2 == 0 and base .. "/hello" or (base .. "/status/" .. (200 + i)) end
+  local res = http.batch(reqs, { concurrency = 3 })
+  for i = 1, 10 do
+    expect(res[i].status):eq(i % 2 == 0 and 200 or 200 + i, "batch result " .. i)
+  end
+end)
+
+test("client against python -m http.server (files, keep-alive off)", function()
+  need_python()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. dir))
+  local f = assert(io.open(dir .. "/file.txt", "w"))
+  f:write("file contents\n")
+  f:close()
+  local p <close>, port = python_server { PY, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1",
+    "--directory", dir }
+  local base = "http://127.0.0.1:" .. port
+  local r = assert(http.get(base .. "/file.txt"))
+  expect(r.status):eq(200)
+  expect(r.body):eq("file contents\n")
+  expect(r.headers["content-length"]):eq("14")
+  expect(assert(http.get(base .. "/missing")).status):eq(404)
+  os.remove(dir .. "/file.txt")
+  os.remove(dir)
+end)
