@@ -719,8 +719,13 @@ static void parse_request(lua_State *L, spawn_req *q, const char *who, int run) 
   q->timeout = -1;
   q->argv = parse_argv(L, keep, who);
   q->env = parse_env(L, keep, who);
-  q->cwd = opt_string(L, keep, who, "cwd", NULL);
-  q->log = opt_string(L, keep, who, "log", NULL);
+  size_t len;
+  q->cwd = opt_string(L, keep, who, "cwd", &len);
+  if (q->cwd && strlen(q->cwd) != len)
+    luaL_error(L, "%s: cwd contains a NUL byte", who);
+  q->log = opt_string(L, keep, who, "log", &len);
+  if (q->log && strlen(q->log) != len)
+    luaL_error(L, "%s: log contains a NUL byte", who);
   q->input = opt_string(L, keep, who, "input", &q->inlen);
   q->capture = run;
   if (lua_getfield(L, 1, "timeout") != LUA_TNIL) {
