@@ -754,42 +754,62 @@ static void push_request(lua_State *L, const kv_http_request *q, const hs_conn *
   lua_setfield(L, -2, "peer");
 }
 
-/*
- * Hand request q (consumed) to a new handler task.  L is the running task's
- * thread when called from Lua, NULL from a loop callback (the main thread
- * is used then).
- */
-static void conn_dispatch(hs_conn *c, kv_http_request *q, lua_State *L) {
-  hs_server *s = c->srv;
-  if (s->closed || !s->res.scope) {
-    kv_http_request_free(q);
-    conn_close(c);
-    return;
-  }
-  if (!L)
-    L = s->L;
-  if (!lua_checkstack(L, 8)) { /* never raise here: L may be the main thread */
-    kv_http_request_free(q);
-    conn_close(c);
-    return;
-  }
+typedef struct hs_dispatch {
+  hs_conn *c;
+  kv_http_request *q; /* NULL once consumed */
+} hs_dispatch;
+
+/* Protected part of conn_dispatch: build req and res, start the task. */
+static int dispatch_protected(lua_State *L) {
+  hs_dispatch *d = lua_touserdata(L, 1);
+  hs_conn *c = d->c;
+  kv_http_request *q = d->q;
+  lua_settop(L, 0);
   lua_pushcfunction(L, handler_run);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, s->handler_ref);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, c->srv->handler_ref);
   push_request(L, q, c);
   hs_res *r = lua_newuserdatauv(L, sizeof *r, 1);
   memset(r, 0, sizeof *r);
   luaL_setmetatable(L, RES_MT);
   lua_newtable(L);
   lua_setiuservalue(L, -2, 1);
-  r->conn = c;
   r->status = 200;
   r->http10 = q->major == 1 && q->minor == 0;
   r->keep_alive = q->keep_alive;
   r->head_only = strcmp(q->method, "HEAD") == 0;
+  d->q = NULL;
   kv_http_request_free(q);
+  kv_spawn(L, c->srv->res.scope, 3);
+  r->conn = c; /* linked only once nothing can raise any more */
   c->res = r;
   c->busy = 1;
-  kv_spawn(L, s->res.scope, 3);
+  return 0;
+}
+
+/*
+ * Hand request q (consumed) to a new handler task in the server's scope.  L
+ * is the running task's thread when called from Lua, NULL from a loop
+ * callback (the main thread is used then).  Never raises: a failure (out of
+ * memory) costs the connection only.
+ */
+static void conn_dispatch(hs_conn *c, kv_http_request *q, lua_State *L) {
+  hs_server *s = c->srv;
+  hs_dispatch d = {c, q};
+  if (!L)
+    L = s->L;
+  if (s->closed || !s->res.scope || !lua_checkstack(L, 3)) {
+    kv_http_request_free(q);
+    conn_close(c);
+    return;
+  }
+  lua_pushcfunction(L, dispatch_protected);
+  lua_pushlightuserdata(L, &d);
+  if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+    kvh_log(L, lua_tostring(L, -1));
+    lua_pop(L, 1);
+    kv_http_request_free(d.q);
+    conn_close(c);
+  }
 }
 
 /* Parse what is buffered until a request is dispatched or more bytes are needed. */

@@ -327,7 +327,6 @@ test("a closed server refuses, its handlers' writes fail, nothing leaks", functi
     write_result = { res:write("after close") }
   end)
   local t = spawn(function() return http.get(base .. "/", { timeout = 5 }) end)
-  eventually(function() return srv ~= nil end)
   sleep(0.1)
   srv:close()
   release = true
@@ -370,9 +369,43 @@ test("cancelling a waiting task stops its transfer; the server sees the client g
   still_serves(base2)
 end)
 
+local left_open_port
+
+test("an open server stays reachable without a reference to it", function()
+  local port = serve(function(_, res) res:finish("still here") end):port()
+  collectgarbage()
+  collectgarbage()
+  expect(assert(http.get("http://127.0.0.1:" .. port .. "/")).body):eq("still here")
+  left_open_port = port
+end)
+
+test("a server left open is closed when its test ends", function()
+  expect(left_open_port):ne(nil, "the previous test ran")
+  local r, err = http.get("http://127.0.0.1:" .. left_open_port .. "/")
+  expect(r):is_nil("the port was closed with the test's scope")
+  expect(err):matches("[Cc]ouldn't connect")
+end)
+
+test("listen errors are nil, err; bad options raise", function()
+  local srv <close> = serve(echo)
+  local again, err = http.listen { port = srv:port(), handler = echo }
+  expect(again):is_nil()
+  expect(err):matches("address already in use")
+  expect(pcall(http.listen, { port = 0 })):eq(false, "a handler is required")
+  expect(pcall(http.listen, { host = "localhost", handler = echo })):eq(false, "host is an IP address")
+  local v6 = http.listen { host = "::1", port = 0, handler = echo }
+  if v6 then -- where the machine has IPv6 loopback
+    local r = assert(http.get("http://[::1]:" .. v6:port() .. "/v6"))
+    expect(r:json().path):eq("/v6")
+    expect(r:json().peer):matches("^%[::1%]:%d+$")
+    v6:close()
+  end
+end)
+
 test("backpressure: a large response waits for a slow reader", function()
   local finished_after
-  local srv <close>, base = serve(function(_, res)
+  local srv <close>, base = serve(function(req, res)
+    if req.path == "/alive" then return res:finish("ok") end
     local t0 = now()
     assert(res:finish(string.rep("x", 48 << 20)))
     finished_after = now() - t0
