@@ -99,5 +99,6 @@ void kv_set_event_fd(int fd);
 /* state.c */
 lua_State *kv_state_new(void);
 const char *kv_exe_dir(void);
+const char *kv_exe_path(void);
 
 #endif

@@ -22,11 +22,7 @@
 int kv_supervise_main(int argc, char **argv) __attribute__((weak));
 void kv_print_versions(lua_State *L);
 
-static void export_engine_path(void) {
-  char buf[4096];
-  snprintf(buf, sizeof buf, "%s/kvengine", kv_exe_dir());
-  setenv("KVENGINE_BIN", buf, 1);
-}
+static void export_engine_path(void) { setenv("KVENGINE_BIN", kv_exe_path(), 1); }
 
 /* Run one test file; report events go to fd 3 when the parent opened it. */
 static int worker_main(int argc, char **argv) {

@@ -186,11 +186,17 @@ static int parse_one(struct kv_options *o, int c, const char *arg) {
 int kv_options_parse(struct kv_options *o, int argc, char **argv) {
   defaults(o);
   optind = 1;
+  opterr = 0; /* our own messages, which do not depend on argv[0] */
   int c;
   while ((c = getopt_long(argc, argv, "j:vh", long_options, NULL)) != -1) {
     if (c == 'h')
       c = OPT_HELP;
-    if (c == '?' || parse_one(o, c, optarg)) {
+    if (c == '?' || c == ':') {
+      fprintf(stderr, "kvengine: %s: unknown option, or its value is missing\n", argv[optind - 1]);
+      fputs("kvengine: see kvengine --help\n", stderr);
+      return -1;
+    }
+    if (parse_one(o, c, optarg)) {
       fputs("kvengine: see kvengine --help\n", stderr);
       return -1;
     }

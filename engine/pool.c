@@ -53,7 +53,8 @@ static struct {
   size_t next; /* next job: file index * repeat */
   int running;
   int stopping;
-  int interrupted;
+  int interrupted; /* the signal that stopped the run */
+  int broken;      /* a worker could not be started */
   struct worker **workers;
 } pool;
 
@@ -219,8 +220,7 @@ static int spawn_worker(const char *file, int run) {
   pipe_open(w, &w->ev, 1);
   char *argv[40];
   int argc = 0;
-  char exe[4200], runbuf[16];
-  snprintf(exe, sizeof exe, "%s/kvengine", kv_exe_dir());
+  char *exe = (char *)kv_exe_path(), runbuf[16];
   snprintf(runbuf, sizeof runbuf, "%d", run);
   argv[argc++] = exe;
   argv[argc++] = "__worker";
@@ -270,7 +270,7 @@ static void launch_next(void) {
     const char *file = pool.files[job % pool.nfiles];
     if (spawn_worker(file, (int)(job / pool.nfiles) + 1) < 0) {
       pool.stopping = 1;
-      pool.interrupted = 3;
+      pool.broken = 1;
     }
   }
 }
@@ -401,8 +401,10 @@ int kv_pool_main(struct kv_options *o) {
   lua_getglobal(pool.L, "__report");
   lua_getfield(pool.L, -1, "exit_code");
   int code = (int)lua_tointeger(pool.L, -1);
-  if (pool.interrupted)
-    code = pool.interrupted == 3 ? 3 : 128 + pool.interrupted;
+  if (pool.broken)
+    code = 3;
+  else if (pool.interrupted)
+    code = 128 + pool.interrupted;
   uv_close((uv_handle_t *)&sigint, NULL);
   uv_close((uv_handle_t *)&sigterm, NULL);
   uv_run(kv_loop(), UV_RUN_DEFAULT);

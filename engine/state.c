@@ -10,6 +10,7 @@
 #include "internal.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -32,13 +33,22 @@ uv_loop_t *kv_loop(void) { return uv_default_loop(); }
 
 double kv_now(void) { return (double)uv_hrtime() / 1e9; }
 
+/* The running binary's absolute path, for workers and children. */
+const char *kv_exe_path(void) {
+  static char path[PATH_MAX];
+  if (!path[0]) {
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+    if (n <= 0)
+      return "kvengine";
+    path[n] = '\0';
+  }
+  return path;
+}
+
 const char *kv_exe_dir(void) {
   static char dir[PATH_MAX];
   if (!dir[0]) {
-    ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
-    if (n <= 0)
-      return ".";
-    dir[n] = '\0';
+    snprintf(dir, sizeof dir, "%s", kv_exe_path());
     char *slash = strrchr(dir, '/');
     if (slash)
       *slash = '\0';

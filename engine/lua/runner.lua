@@ -61,7 +61,8 @@ local function classify(file, limit, st, a, b)
   if kind == "fail" then
     return { status = "fail", message = a.message, where = a.where, details = a.details, traceback = b }
   end
-  return { status = "error", infra = kind == "infra" or nil, message = failure.text(a),
+  local infra = kind == "infra" or nil
+  return { status = "error", infra = infra, message = (infra and "infrastructure: " or "") .. failure.text(a),
     where = failure.where(a, b, file), traceback = b }
 end
 
