@@ -19,7 +19,7 @@
 
 #include <lauxlib.h>
 
-int kv_supervise_main(int argc, char **argv) __attribute__((weak));
+int kv_supervise_main(int argc, char **argv); /* bindings/proc_supervisor.c */
 void kv_print_versions(lua_State *L);
 
 static void export_engine_path(void) { setenv("KVENGINE_BIN", kv_exe_path(), 1); }
@@ -108,9 +108,10 @@ static int version_main(void) {
 }
 
 int main(int argc, char **argv) {
-  export_engine_path();
-  if (argc >= 2 && !strcmp(argv[1], "__supervise") && kv_supervise_main)
+  /* Before anything else: the supervisor passes its environment on unchanged. */
+  if (argc >= 2 && !strcmp(argv[1], "__supervise"))
     return kv_supervise_main(argc - 1, argv + 1);
+  export_engine_path();
   if (argc >= 2 && !strcmp(argv[1], "__worker"))
     return worker_main(argc - 1, argv + 1);
   if (argc >= 2 && !strcmp(argv[1], "serve"))
