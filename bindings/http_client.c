@@ -406,7 +406,7 @@ static void push_body(lua_State *L, int t, hc_xfer *x, int has_type) {
     luaL_error(L, "http: body must be a string");
 }
 
-static void set_method(lua_State *L, CURL *e, const char *method, int has_body) {
+static void set_method(CURL *e, const char *method, int has_body) {
   if (has_body) {
     if (strcmp(method, "POST") != 0)
       curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
@@ -417,7 +417,6 @@ static void set_method(lua_State *L, CURL *e, const char *method, int has_body) 
   } else {
     curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
   }
-  (void)L;
 }
 
 /*
@@ -467,7 +466,7 @@ static void xfer_setup(lua_State *L, hc_xfer *x, int t) {
       luaL_error(L, "http: out of memory");
     x->headers = n;
   }
-  set_method(L, e, method, body != NULL);
+  set_method(e, method, body != NULL);
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers);
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000.0 + 0.5));
   curl_easy_setopt(e, CURLOPT_PRIVATE, x);

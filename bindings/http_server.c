@@ -39,8 +39,8 @@
 #define RES_MT "kvengine.http.response"
 
 #define DEFAULT_MAX_BODY ((lua_Integer)8 << 20)
-#define WRITE_HIGH (256u << 10) /* queued bytes above which a write waits... */
-#define WRITE_LOW (64u << 10)   /* ...until the queue is down to this */
+#define WRITE_HIGH (256u << 10) /* unsent bytes above which a write waits... */
+#define WRITE_LOW (64u << 10)   /* ...until they are down to this */
 #define INPUT_MAX (1u << 20)    /* buffered pipelined input before reading pauses */
 #define LINGER_MS 2000          /* how long a rejected client may keep sending */
 #define READ_SIZE 65536
@@ -158,6 +158,9 @@ static const char *conn_error(const hs_conn *c) {
 
 static void conn_finish_close(hs_conn *c);
 
+/* Bytes not yet taken by the kernel (c->queued also counts unreported ones). */
+static size_t backlog(hs_conn *c) { return uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp); }
+
 static void drain_wake(hs_conn *c, int err) {
   kv_wait *w = c->drain;
   if (!w)
@@ -181,7 +184,7 @@ static void on_written(uv_write_t *req, int status) {
     conn_close(c);
     return;
   }
-  if (c->queued <= WRITE_LOW)
+  if (backlog(c) <= WRITE_LOW)
     drain_wake(c, 0);
   if (c->close_after && !c->busy && c->queued == 0)
     conn_finish_close(c);
@@ -455,7 +458,7 @@ static void drain_cancel(kv_wait *w) {
 /* After queuing: wait while the connection is far behind, then return true. */
 static int after_write(lua_State *L, hs_res *r, int finishing) {
   hs_conn *c = r->conn;
-  if (c && !c->closing && c->queued > WRITE_HIGH && !c->drain) {
+  if (c && !c->closing && backlog(c) > WRITE_HIGH && !c->drain) {
     kv_wait *w = kv_wait_new(L, "http response", sizeof(hs_drain), drain_cancel, NULL);
     hs_drain *d = kv_wait_data(w);
     d->c = c;
