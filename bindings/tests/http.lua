@@ -308,7 +308,7 @@ test("refused connection and unknown host are errors with curl's message", funct
   expect(err):matches("[Cc]ouldn't connect")
   local r2, err2 = http.get("http://no-such-host.invalid/", { timeout = 5 })
   expect(r2):is_nil()
-  expect(type(err2)):eq("string")
+  expect(err2:find("resolve", 1, true) or err2:find("timed out", 1, true)):ne(nil, err2)
 end)
 
 test("bad request specs raise: they are the script's bug", function()
