@@ -1,0 +1,85 @@
+/*
+ * kv.h - internal interface between the three files of the `kv` module.
+ *
+ * The module is split by idea: kv.c (the module table, Kthena's block
+ * hashing, Redis key helpers, uint64 conversions), kv_tokenize.c (the
+ * simulated tokenizer of llm-d-inference-sim), kv_events.c (KV-event
+ * constructors and the msgpack dialects the producers write) and
+ * kv_events_decode.c (reading untrusted payloads).  Only kv.c has a
+ * luaopen_ function; the other files export the C functions it lists.
+ */
+#ifndef KV_BINDINGS_KV_H
+#define KV_BINDINGS_KV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lua.h>
+
+/* ------------------------------------------------------------------ kv.c */
+
+/*
+ * Parse an unsigned decimal of 1 to 20 digits (no sign, no blanks) that fits
+ * in 64 bits.  Returns 1 and stores the value, or 0 for anything else.
+ */
+int kv_parse_u64(const char *s, size_t len, uint64_t *out);
+
+/*
+ * Read the value at idx as a uint64: a Lua integer (its 64 bits), a float
+ * with an exact integer value, or an unsigned decimal string.  Stores it and
+ * returns 1; returns 0 (pushing nothing) when the value is none of those.
+ */
+int kv_to_u64(lua_State *L, int idx, uint64_t *out);
+
+/* Read the value at idx as a uint32 token id (an integer in 0..2^32-1). */
+int kv_to_token(lua_State *L, int idx, uint32_t *out);
+
+/* Push the unsigned decimal string of v. */
+void kv_push_u64_string(lua_State *L, uint64_t v);
+
+/* ---------------------------------------------------------- kv_tokenize.c */
+
+int kv_tokenize(lua_State *L);      /* kv.tokenize(text) */
+int kv_tokenize_chat(lua_State *L); /* kv.tokenize_chat(messages) */
+
+/* ------------------------------------------------------------ kv_events.c */
+
+int kv_stored(lua_State *L);  /* kv.stored{...} */
+int kv_removed(lua_State *L); /* kv.removed{...} */
+int kv_cleared(lua_State *L); /* kv.cleared{} */
+
+/* Push the kv.events table (encode, decode, dialects). */
+void kv_events_push(lua_State *L);
+
+/* The wire dialects, in the order of kv_dialect_names (NULL-terminated). */
+typedef enum {
+  KV_VLLM09,
+  KV_VLLM_ARRAY,
+  KV_VLLM_MAP,
+  KV_SIM_LEGACY,
+  KV_SIM_MAP,
+  KV_SGLANG
+} kv_dialect;
+extern const char *const kv_dialect_names[];
+
+/* A growable byte buffer inside a userdata, so that a Lua error frees it. */
+typedef struct {
+  char *p;
+  size_t n, cap;
+  int oom;
+} kv_outbuf;
+
+/* Push a new empty buffer (a userdata) and return it. */
+kv_outbuf *kv_outbuf_new(lua_State *L);
+
+/*
+ * Encode the batch table at index b in dialect d into ob (emptied first).
+ * Raises on an invalid batch or event; leaves the stack as it found it.
+ */
+void kv_encode_batch(lua_State *L, int b, kv_dialect d, kv_outbuf *ob);
+
+/* ----------------------------------------------------- kv_events_decode.c */
+
+int kv_events_decode(lua_State *L); /* kv.events.decode(bytes [, opts]) */
+
+#endif
