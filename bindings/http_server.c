@@ -81,9 +81,9 @@ struct hs_conn {
   int lingering;   /* rejected: discard input until EOF or the linger timer */
   int shut;
   uv_timer_t *linger;
-  size_t queued;  /* bytes handed to uv_write and not written yet */
+  size_t queued;  /* bytes handed to uv_write whose callback has not run */
   int write_err;  /* the first write error, as a libuv code */
-  kv_wait *drain; /* a handler waiting for queued to go down */
+  kv_wait *drain; /* a handler waiting for the backlog to go down */
   char peer[64];
 };
 
