@@ -4,12 +4,15 @@
  * One test runs at a time in a file, so there is one guard: a task, its
  * deadline (never later than the file's), a libuv timer for a test that
  * waits, and a POSIX interval timer for a test that spins in pure Lua and so
- * never lets the loop run.  The signal handler only sets a flag.  A standing
- * count hook, inherited by every coroutine the script creates, reads it: on a
- * task's own thread it yields back to the scheduler, which abandons the
- * test; on a coroutine the script made it raises, which unwinds to the task's
- * thread, where the next hook yields.  Nothing is ever delivered to the test
- * as an error it could catch: an expired test is abandoned, not resumed.
+ * never lets the loop run.  The engine always knows which Lua thread runs
+ * (the scheduler and coroutine.resume/wrap record it: coro.c); when the
+ * interval timer fires, its signal handler sets a count hook on that thread,
+ * as lua.c does for Ctrl-C.  So no hook slows Lua down until a deadline has
+ * passed.  The hook removes itself and, on a task's own thread, yields back
+ * to the scheduler, which abandons the test; on a coroutine the script made
+ * it raises, which unwinds to the thread that resumed it, where the next
+ * alarm's hook yields.  Nothing reaches the test as an error it could catch:
+ * an expired test is abandoned, not resumed.
  */
 #include "internal.h"
 
@@ -19,45 +22,62 @@
 
 #include <lauxlib.h>
 
-#define HOOK_INSTRUCTIONS 1000
 #define REFIRE_USEC 10000
+#define RAISES_BEFORE_YIELD 3
 
-static volatile sig_atomic_t alarm_hit;
+static lua_State *volatile running_L;
 
 static struct {
   kv_task *task;
   double deadline;
   uv_timer_t *timer;
   int expired;
+  int raised; /* how often the hook raised in a script's coroutine */
   char *where;
 } guard;
 
 static double file_deadline; /* 0: none */
 
-static void on_alarm(int sig) {
-  (void)sig;
-  alarm_hit = 1;
+/* Record that co runs from now on; returns the thread that ran before. */
+lua_State *kv_guard_enter(lua_State *co) {
+  lua_State *prev = running_L;
+  running_L = co;
+  return prev;
 }
+
+void kv_guard_leave(lua_State *prev) { running_L = prev; }
 
 static void hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
-  if (!alarm_hit)
-    return;
+  lua_sethook(L, NULL, 0, 0);
+  if (!guard.task || kv_now() < guard.deadline)
+    return; /* early or stale: the interval timer fires again */
   kv_task *t = kv_task_of(L);
-  if (!guard.task || kv_now() < guard.deadline) {
-    alarm_hit = 0; /* early or stale: the interval timer fires again */
+  if (t && t->co == L && t == kv_task_running() && lua_isyieldable(L)) {
+    t->state = KV_TASK_HOOKED;
+    lua_yield(L, 0);
     return;
   }
-  if (t && t->co == L && t == kv_task_running() && lua_isyieldable(L)) {
-    alarm_hit = 0;
-    t->state = KV_TASK_HOOKED;
+  /*
+   * A coroutine of the script's.  Raising unwinds it to whoever resumed it;
+   * if it keeps catching that, yield it instead, which returns control too.
+   */
+  if (++guard.raised > RAISES_BEFORE_YIELD && lua_isyieldable(L)) {
     lua_yield(L, 0);
     return;
   }
   luaL_error(L, "time limit reached");
 }
 
-/* Install the hook on L; threads created from it inherit it. */
+/* Only async-signal-safe work: lua_sethook is designed to be called so. */
+static void on_alarm(int sig) {
+  (void)sig;
+  lua_State *L = running_L;
+  if (L)
+    lua_sethook(L, hook, LUA_MASKCOUNT, 1);
+}
+
+/* Catch the alarm, and make the coroutine library tell us who runs. */
 void kv_guard_install(lua_State *L) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -65,7 +85,7 @@ void kv_guard_install(lua_State *L) {
   sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGALRM, &sa, NULL);
-  lua_sethook(L, hook, LUA_MASKCOUNT, HOOK_INSTRUCTIONS);
+  kv_coro_install(L);
 }
 
 static void alarm_arm(double seconds) {
@@ -135,6 +155,7 @@ int kv_guard_start(kv_task *t, double seconds) {
   guard.task = t;
   guard.deadline = deadline;
   guard.expired = 0;
+  guard.raised = 0;
   free(guard.where);
   guard.where = NULL;
   if (!guard.timer) {
@@ -156,7 +177,6 @@ void kv_guard_stop(void) {
     guard.expired = 1;
   guard.task = NULL;
   alarm_arm(0);
-  alarm_hit = 0;
   uv_timer_stop(guard.timer);
 }
 

@@ -91,6 +91,11 @@ void kv_guard_set_file_deadline(double seconds);
 int kv_file_expired(void);
 const char *kv_guard_where(void);
 void kv_guard_close(void);
+lua_State *kv_guard_enter(lua_State *co);
+void kv_guard_leave(lua_State *prev);
+
+/* coro.c */
+void kv_coro_install(lua_State *L);
 
 /* core.c: the core Lua functions (sleep, spawn, parallel's pieces, __kv) */
 int luaopen_kvcore(lua_State *L);

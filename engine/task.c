@@ -283,7 +283,9 @@ static void task_resume(kv_task *t) {
   int nargs = t->nargs, nres = 0;
   t->nargs = 0;
   running = t;
+  lua_State *prev = kv_guard_enter(t->co);
   int st = lua_resume(t->co, NULL, nargs, &nres);
+  kv_guard_leave(prev);
   running = NULL;
   if (st == LUA_OK) {
     t->nresults = nres;

@@ -215,7 +215,10 @@ function M.run_file(opts)
       end
     end
     if o.status == "pass" then o = guarded(file, t.fn, deadline - now(), scope) end
-    if o.status == "timeout" then o.message = string.format("timed out after %gs", limit) end
+    if o.status == "timeout" then
+      o.message = string.format("timed out after %gs", limit)
+      o.where = o.where or t.where
+    end
     local gap_expected = t.opts.known_gap and o.status == "fail"
       and (not t.opts.known_gap.match or (o.message or ""):find(t.opts.known_gap.match))
     if failed(o) and not gap_expected then

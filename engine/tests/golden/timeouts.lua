@@ -22,3 +22,13 @@ end)
 test("next test runs", function()
   expect(1):eq(1)
 end)
+
+test("a coroutine that catches the limit", { timeout = 0.5 }, function()
+  coroutine.wrap(function()
+    while true do pcall(function() while true do end end) end
+  end)()
+end)
+
+test("and the one after it runs too", function()
+  expect(2):eq(2)
+end)
