@@ -140,6 +140,14 @@ static void check_fields(lua_State *L, int t, const char *who, const char *const
   }
 }
 
+/* Raise when the table at index t has a `kind` other than `kind`. */
+static void check_kind(lua_State *L, int t, const char *who, const char *kind) {
+  int ty = lua_getfield(L, t, "kind");
+  if (ty != LUA_TNIL && (ty != LUA_TSTRING || strcmp(lua_tostring(L, -1), kind) != 0))
+    luaL_error(L, "%s: kind must be \"%s\" (or absent)", who, kind);
+  lua_pop(L, 1);
+}
+
 /* Copy field `name` (a list of uint64) of table t to a new list at dst. */
 static void copy_hashes(lua_State *L, int t, int dst, const char *who) {
   if (lua_getfield(L, t, "hashes") != LUA_TTABLE)
@@ -222,6 +230,7 @@ int kv_stored(lua_State *L) {
   const char *who = "kv.stored";
   luaL_checktype(L, 1, LUA_TTABLE);
   check_fields(L, 1, who, fields);
+  check_kind(L, 1, who, "stored");
   lua_createtable(L, 0, 10);
   int ev = lua_gettop(L);
   lua_pushliteral(L, "stored");
@@ -269,6 +278,7 @@ int kv_removed(lua_State *L) {
   const char *who = "kv.removed";
   luaL_checktype(L, 1, LUA_TTABLE);
   check_fields(L, 1, who, fields);
+  check_kind(L, 1, who, "removed");
   lua_createtable(L, 0, 4);
   int ev = lua_gettop(L);
   lua_pushliteral(L, "removed");
@@ -285,6 +295,7 @@ int kv_cleared(lua_State *L) {
   if (!lua_isnoneornil(L, 1)) {
     luaL_checktype(L, 1, LUA_TTABLE);
     check_fields(L, 1, "kv.cleared", fields);
+    check_kind(L, 1, "kv.cleared", "cleared");
   }
   lua_createtable(L, 0, 1);
   lua_pushliteral(L, "cleared");

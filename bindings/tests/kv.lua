@@ -348,6 +348,9 @@ test("constructors check fields and fill defaults", function()
   expect(function() kv.stored { hashes = { 1 }, medium = 3 } end):raises("medium")
   expect(function() kv.removed { hashes = { 1 }, tokens = {} } end):raises("unknown field 'tokens'")
   expect(function() kv.cleared { x = 1 } end):raises("unknown field 'x'")
+  expect(function() kv.stored { hashes = { 1 }, kind = "removed" } end):raises("kind must be \"stored\"")
+  local ev = kv.events.decode(kv.events.encode({ ts = 1, events = { kv.stored { hashes = { 1 } } } })).events[1]
+  expect(kv.stored(ev)):eq(ev, "a decoded event goes back through its constructor")
 end)
 
 test("encode: invalid batches raise", function()
