@@ -21,10 +21,11 @@
  * the connection's socket.  Each call (a command, a pipeline, or the connect
  * handshake) is a `call` record: it yields the calling task on a kv_wait and
  * arms a libuv timer, because hiredis 0.14 has no command timeouts.  hiredis
- * callbacks only copy replies into the record; the task is then woken from
- * the call's own timer, restarted at 0 ms, so Lua never runs inside a hiredis
- * callback and whatever Lua does next (close, another call) cannot pull the
- * context from under hiredis.
+ * callbacks only copy replies into the record; the task is woken after
+ * hiredis has returned to the poll callback (or, for outcomes decided
+ * outside hiredis, from the call's own timer restarted at 0 ms), so Lua
+ * never runs inside a hiredis callback and whatever Lua does next (close,
+ * another call) cannot pull the context from under hiredis.
  *
  * Failure model: when a call times out, the replies still to come can no
  * longer be matched to their calls, so every pending call on the connection
@@ -87,8 +88,9 @@ struct call {
   call *prev, *next; /* in c->calls while unsettled */
   int refs;          /* the wait + hiredis callbacks still to come */
   enum call_kind kind;
-  int settled; /* outcome known; the timer (at 0 ms) only delivers it */
-  int n, got;  /* replies expected and received */
+  int settled;      /* outcome known; the timer (at 0 ms) only delivers it */
+  call *ready_next; /* in the ready list (settled inside hiredis) */
+  int n, got;       /* replies expected and received */
   reply **replies;
   char *err; /* failure, without the "redis: " prefix */
 };
@@ -115,6 +117,13 @@ struct conn {
 
 /* Depth of hiredis entry points on the stack (read/write handlers). */
 static int in_hiredis;
+
+/*
+ * Calls settled while hiredis was on the stack, each holding a reference:
+ * the poll callback delivers them once hiredis has returned, which saves the
+ * loop turn that a 0 ms timer would cost on every reply.
+ */
+static call *ready_head, **ready_tail = &ready_head;
 
 static void free_handle(uv_handle_t *h) { free(h); }
 
@@ -299,6 +308,8 @@ static void conn_close(kv_resource *r) {
 
 /* ------------------------------------------------------- the poll adapter */
 
+static void deliver_ready(void);
+
 static void adapter_closed(uv_handle_t *h) {
   adapter *a = (adapter *)h;
   conn_unref(a->c);
@@ -319,6 +330,7 @@ static void adapter_poll_error(adapter *a, int status) {
     conn_drop(a->c, why, NULL);
     free(why);
   }
+  deliver_ready();
 }
 
 static void adapter_poll(uv_poll_t *h, int status, int events) {
@@ -335,6 +347,7 @@ static void adapter_poll(uv_poll_t *h, int status, int events) {
   if (a->ac && (events & UV_WRITABLE))
     redisAsyncHandleWrite(a->ac);
   in_hiredis--;
+  deliver_ready(); /* a and its context may be gone after this */
 }
 
 static void adapter_update(adapter *a) {
@@ -441,8 +454,10 @@ static void call_timer_fired(uv_timer_t *t);
 
 /*
  * The outcome of k is known (err == NULL: all replies are in; else the
- * failure, which k now owns).  Deliver it from the call's timer at 0 ms, so
- * the task is resumed from a plain loop callback.
+ * failure, which k now owns).  Inside hiredis it joins the ready list, which
+ * the poll callback delivers after hiredis returns; elsewhere (Lua may be
+ * running) it is delivered from the call's timer at 0 ms.  Either way the
+ * task is resumed from a loop callback with no hiredis frame below it.
  */
 static void call_settle(call *k, char *err) {
   if (k->settled || !k->w) {
@@ -452,7 +467,14 @@ static void call_settle(call *k, char *err) {
   call_unlink(k);
   k->settled = 1;
   k->err = err;
-  uv_timer_start(k->timer, call_timer_fired, 0, 0);
+  if (in_hiredis) {
+    k->refs++;
+    k->ready_next = NULL;
+    *ready_tail = k;
+    ready_tail = &k->ready_next;
+  } else {
+    uv_timer_start(k->timer, call_timer_fired, 0, 0);
+  }
 }
 
 /* Resume k's task with its outcome (from a loop callback). */
@@ -462,6 +484,19 @@ static void call_deliver(call *k) {
   k->timer = NULL;
   k->w = NULL;
   kv_wait_wake(w);
+}
+
+/* Resume the tasks of calls settled inside hiredis, oldest first. */
+static void deliver_ready(void) {
+  while (ready_head) {
+    call *k = ready_head;
+    ready_head = k->ready_next;
+    if (!ready_head)
+      ready_tail = &ready_head;
+    if (k->w) /* not cancelled meanwhile by a task resumed before it */
+      call_deliver(k);
+    call_unref(k);
+  }
 }
 
 static void call_timer_fired(uv_timer_t *t) {
