@@ -14,27 +14,39 @@ BUILD   ?= build
 SAN     ?=
 
 # Every library is found with pkg-config; http_parser ships no .pc file.
-PKGS      := lua5.4 libuv libzmq hiredis libcurl msgpack libcrypto
-PLAIN_LIBS := http_parser
+# The binary links only what the engine itself needs; each binding is a Lua
+# C module (build/lib/<name>.so, loaded by `require`) linked with its own
+# library, so a file that needs no HTTP does not pay for loading libcurl.
+ENGINE_PKGS := lua5.4 libuv
+PKGS        := $(ENGINE_PKGS) libzmq hiredis libcurl msgpack libcrypto
+PLAIN_LIBS  := http_parser
+
+LIBS_http  := $(shell pkg-config --libs libcurl 2>/dev/null) -lhttp_parser
+LIBS_zmq   := $(shell pkg-config --libs libzmq 2>/dev/null)
+LIBS_redis := $(shell pkg-config --libs hiredis 2>/dev/null)
+LIBS_kv    := $(shell pkg-config --libs msgpack libcrypto 2>/dev/null)
+LIBS_proc  :=
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iengine -I$(BUILD)/gen $(PKG_CFLAGS)
+CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iengine -Ibindings $(PKG_CFLAGS)
 LDFLAGS += -rdynamic
-LDLIBS  += $(PKG_LIBS) $(addprefix -l,$(PLAIN_LIBS)) -lm
+LDLIBS  += $(shell pkg-config --libs $(ENGINE_PKGS) 2>/dev/null) -lm
 
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-ENGINE_SRC  := $(wildcard engine/*.c)
-BINDING_SRC := $(wildcard bindings/*.c)
-LUA_SRC     := $(sort $(wildcard engine/lua/*.lua))
-OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(ENGINE_SRC) $(BINDING_SRC)) \
-       $(BUILD)/obj/gen/embedded.o $(BUILD)/obj/gen/modules.o
+ENGINE_SRC := $(wildcard engine/*.c)
+LUA_SRC    := $(sort $(wildcard engine/lua/*.lua))
+ENGINE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(ENGINE_SRC)) $(BUILD)/obj/gen/embedded.o
+
+# A module is bindings/<name>.c (the one that defines luaopen_<name>) plus
+# its bindings/<name>_*.c.
+MODULES := $(sort $(patsubst bindings/%.c,%,$(shell grep -l '^int luaopen_' bindings/*.c)))
+MODULE_SO := $(patsubst %,$(BUILD)/lib/%.so,$(MODULES))
 
 KVENGINE := $(BUILD)/kvengine
 TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
@@ -42,28 +54,34 @@ SUITE := 'scenarios/*.lua'
 
 .PHONY: all test e2e-kvcache asan lint bench install deps clean soak
 
-all: $(KVENGINE)
+all: $(KVENGINE) $(MODULE_SO)
 
-$(KVENGINE): $(OBJ)
-	$(CC) $(LDFLAGS) -o $@ $(OBJ) $(LDLIBS)
+$(KVENGINE): $(ENGINE_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $(ENGINE_OBJ) $(LDLIBS)
 
-$(BUILD)/obj/%.o: %.c engine/engine.h engine/internal.h | $(BUILD)/gen/modules.h
+$(BUILD)/obj/engine/%.o: engine/%.c $(wildcard engine/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/bindings/%.o: bindings/%.c engine/engine.h $(wildcard bindings/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -c -o $@ $<
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+define module_rule
+$(BUILD)/lib/$(1).so: $(patsubst %.c,$(BUILD)/obj/%.o,bindings/$(1).c $(wildcard bindings/$(1)_*.c))
+	@mkdir -p $$(dir $$@)
+	$$(CC) -shared $$(filter -fsanitize%,$$(LDFLAGS)) -o $$@ $$^ $$(LIBS_$(1))
+endef
+$(foreach m,$(MODULES),$(eval $(call module_rule,$(m))))
+
 # The Lua half of the engine ships inside the binary.
 $(BUILD)/gen/embedded.c: $(LUA_SRC) ci/embed.sh
 	@mkdir -p $(dir $@)
 	sh ci/embed.sh $(LUA_SRC) > $@
-
-# Every bindings/*.c that defines luaopen_<name> becomes `require "<name>"`.
-$(BUILD)/gen/modules.c $(BUILD)/gen/modules.h: $(BINDING_SRC) ci/modules.sh
-	@mkdir -p $(BUILD)/gen
-	sh ci/modules.sh $(BUILD)/gen $(BINDING_SRC)
 
 # Installs the Debian packages when a library or tool is missing.
 deps:
@@ -99,8 +117,9 @@ soak: all
 	for i in $$(seq 20); do $(KVENGINE) -j 2 $(SUITE) || exit 1; done
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/kvengine
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/kvengine $(DESTDIR)$(PREFIX)/share/kvengine
 	install -m 755 $(KVENGINE) $(DESTDIR)$(PREFIX)/bin/kvengine
+	install -m 644 $(MODULE_SO) $(DESTDIR)$(PREFIX)/lib/kvengine/
 	cp -R fixtures $(DESTDIR)$(PREFIX)/share/kvengine/
 
 clean:

@@ -14,6 +14,9 @@
  */
 #include "http_private.h"
 
+#include <curl/curl.h>
+#include <http_parser.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -82,5 +85,10 @@ int luaopen_http(lua_State *L) {
   lua_newtable(L);
   kvh_client_push(L);
   luaL_setfuncs(L, http_funcs, 1);
+  unsigned long hp = http_parser_version();
+  lua_pushfstring(L, "libcurl %s, http-parser %d.%d.%d",
+                  curl_version_info(CURLVERSION_NOW)->version, (int)((hp >> 16) & 255),
+                  (int)((hp >> 8) & 255), (int)(hp & 255));
+  lua_setfield(L, -2, "version");
   return 1;
 }

@@ -35,6 +35,9 @@
 
 #include "kv.h"
 
+#include <msgpack.h>
+#include <openssl/crypto.h>
+
 _Static_assert(sizeof(lua_Integer) == 8, "kv needs 64-bit Lua integers");
 
 enum { DEFAULT_BLOCK_SIZE = 16, DEFAULT_MAX_BLOCKS = 128 };
@@ -329,5 +332,7 @@ int luaopen_kv(lua_State *L) {
   luaL_setfuncs(L, kv_funcs, 1); /* every function shares the box; hashing uses it */
   kv_events_push(L);
   lua_setfield(L, -2, "events");
+  lua_pushfstring(L, "msgpack-c %s, %s", msgpack_version(), OpenSSL_version(OPENSSL_VERSION));
+  lua_setfield(L, -2, "version");
   return 1;
 }

@@ -2,10 +2,10 @@
  * state.c - the loop and a ready-to-use Lua state.
  *
  * A state has the standard libraries, the engine's core functions (sleep,
- * spawn, now, and the internal __kv table), every binding and every Lua
- * module that ships inside the binary as `require`-able preloads, a module
- * path that finds the fixtures next to the binary (or where `make install`
- * put them), and the standing deadline hook.
+ * spawn, now, and the internal __kv table), the Lua modules that ship inside
+ * the binary as preloads, module paths that find the bindings and fixtures
+ * next to the binary (or where `make install` put them), and the coroutine
+ * library the deadline guard needs.
  */
 #include "internal.h"
 
@@ -23,11 +23,6 @@ extern const struct kv_embedded {
   const unsigned char *src;
   size_t len;
 } kv_embedded[];
-
-extern const struct kv_module {
-  const char *name;
-  lua_CFunction open;
-} kv_modules[];
 
 uv_loop_t *kv_loop(void) { return uv_default_loop(); }
 
@@ -74,24 +69,33 @@ static void preload(lua_State *L) {
     lua_pushcclosure(L, load_embedded, 1);
     lua_setfield(L, -2, kv_embedded[i].name);
   }
-  for (int i = 0; kv_modules[i].name; i++) {
-    lua_pushcfunction(L, kv_modules[i].open);
-    lua_setfield(L, -2, kv_modules[i].name);
-  }
   lua_pop(L, 1);
 }
 
-/* Fixtures next to the binary (build/../fixtures), then the installed ones. */
-static void set_path(lua_State *L) {
+/* Prepend `prefix` to package[field]. */
+static void prepend(lua_State *L, const char *field, const char *prefix) {
+  lua_getglobal(L, "package");
+  lua_pushstring(L, prefix);
+  lua_getfield(L, -2, field);
+  lua_concat(L, 2);
+  lua_setfield(L, -2, field);
+  lua_pop(L, 1);
+}
+
+/*
+ * Lua modules: KVENGINE_PATH, the fixtures next to the binary
+ * (build/../fixtures), then the installed ones.  C modules (the bindings):
+ * build/lib next to the binary, then PREFIX/lib/kvengine.
+ */
+static void set_paths(lua_State *L) {
   const char *dir = kv_exe_dir();
   const char *extra = getenv("KVENGINE_PATH");
-  lua_getglobal(L, "package");
   lua_pushfstring(L, "%s%s%s/../fixtures/?.lua;%s/../share/kvengine/fixtures/?.lua;",
                   extra ? extra : "", extra ? ";" : "", dir, dir);
-  lua_getfield(L, -2, "path");
-  lua_concat(L, 2);
-  lua_setfield(L, -2, "path");
-  lua_pop(L, 1);
+  prepend(L, "path", lua_tostring(L, -1));
+  lua_pushfstring(L, "%s/lib/?.so;%s/../lib/kvengine/?.so;", dir, dir);
+  prepend(L, "cpath", lua_tostring(L, -1));
+  lua_pop(L, 2);
 }
 
 lua_State *kv_state_new(void) {
@@ -101,7 +105,7 @@ lua_State *kv_state_new(void) {
   *(kv_task **)lua_getextraspace(L) = NULL;
   luaL_openlibs(L);
   preload(L);
-  set_path(L);
+  set_paths(L);
   luaL_requiref(L, "__kv", luaopen_kvcore, 1);
   lua_pop(L, 1);
   kv_guard_install(L);

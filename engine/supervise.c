@@ -1,5 +1,5 @@
 /*
- * proc_supervisor.c - `kvengine __supervise`: the small process that stands
+ * supervise.c - `kvengine __supervise`: the small process that stands
  * between the engine and every child it starts.
  *
  * PR_SET_PDEATHSIG covers only the process that sets it, and a target that
