@@ -912,10 +912,15 @@ static void read_opts(lua_State *L, connect_opts *o) {
   if (lua_isnoneornil(L, 1))
     return;
   luaL_checktype(L, 1, LUA_TTABLE);
-  if (lua_getfield(L, 1, "host") != LUA_TNIL)
-    o->host = luaL_checkstring(L, -1);
-  if (lua_getfield(L, 1, "password") != LUA_TNIL)
-    o->password = luaL_checkstring(L, -1);
+  /* Strings only: a number converted here would not stay referenced. */
+  int t = lua_getfield(L, 1, "host");
+  luaL_argcheck(L, t == LUA_TNIL || t == LUA_TSTRING, 1, "host must be a string");
+  if (t == LUA_TSTRING)
+    o->host = lua_tostring(L, -1);
+  t = lua_getfield(L, 1, "password");
+  luaL_argcheck(L, t == LUA_TNIL || t == LUA_TSTRING, 1, "password must be a string");
+  if (t == LUA_TSTRING)
+    o->password = lua_tostring(L, -1);
   if (lua_getfield(L, 1, "port") != LUA_TNIL)
     o->port = luaL_checkinteger(L, -1);
   if (lua_getfield(L, 1, "db") != LUA_TNIL)
