@@ -6,7 +6,9 @@ kv=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 cd "$(dirname "$0")/.."
 echo "== engine"
 "$kv" serve engine/bench/engine_bench.lua
-for b in bindings/bench/*.sh fixtures/bench/*.sh; do
+echo "== bindings"
+"$kv" serve bindings/bench/compare.lua
+for b in fixtures/bench/*.sh; do
   [ -f "$b" ] || continue
   echo "== $(basename "$b" .sh)"
   sh "$b" "$kv"

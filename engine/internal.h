@@ -101,6 +101,9 @@ void kv_coro_install(lua_State *L);
 int luaopen_kvcore(lua_State *L);
 void kv_set_event_fd(int fd);
 
+/* modules.c */
+void kv_modules_install(lua_State *L);
+
 /* state.c */
 lua_State *kv_state_new(void);
 const char *kv_exe_dir(void);

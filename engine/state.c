@@ -84,8 +84,8 @@ static void prepend(lua_State *L, const char *field, const char *prefix) {
 
 /*
  * Lua modules: KVENGINE_PATH, the fixtures next to the binary
- * (build/../fixtures), then the installed ones.  C modules (the bindings):
- * build/lib next to the binary, then PREFIX/lib/kvengine.
+ * (build/../fixtures), then the installed ones.  The bindings have a
+ * searcher of their own (modules.c).
  */
 static void set_paths(lua_State *L) {
   const char *dir = kv_exe_dir();
@@ -93,9 +93,8 @@ static void set_paths(lua_State *L) {
   lua_pushfstring(L, "%s%s%s/../fixtures/?.lua;%s/../share/kvengine/fixtures/?.lua;",
                   extra ? extra : "", extra ? ";" : "", dir, dir);
   prepend(L, "path", lua_tostring(L, -1));
-  lua_pushfstring(L, "%s/lib/?.so;%s/../lib/kvengine/?.so;", dir, dir);
-  prepend(L, "cpath", lua_tostring(L, -1));
-  lua_pop(L, 2);
+  lua_pop(L, 1);
+  kv_modules_install(L);
 }
 
 lua_State *kv_state_new(void) {

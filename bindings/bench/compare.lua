@@ -1,0 +1,80 @@
+-- compare.lua - the bindings' benchmarks beside their references, in one run:
+-- `make bench` runs it as `kvengine serve bindings/bench/compare.lua`.
+--
+--   redis: HSET ops/s through c:pipeline (batches of 32, 8 clients) vs
+--          redis-benchmark -t hset -P 32 -c 8 on the same server
+--   http:  requests/s of http.batch (concurrency 32) vs wrk -c 32, both
+--          against the engine's own server
+--   zmq:   pub -> sub messages/s of 200-byte frames
+--   kv:    block hashes/s of 2,048-token prompts; events encoded/decoded/s
+--
+-- Figures, not verdicts: each line shows the ratio and the target.
+
+local proc = require "proc"
+
+local KV = os.getenv("KVENGINE_BIN")
+local DIR = debug.getinfo(1, "S").short_src:match("^(.*)/[^/]*$")
+
+local function run(argv, timeout)
+  local status, out, err = proc.run { argv = argv, timeout = timeout or 120 }
+  assert(status == 0, table.concat(argv, " ") .. " failed: " .. tostring(out) .. tostring(err))
+  return out
+end
+
+local function figure(out, name)
+  return tonumber(out:match(name .. "%s+([%d%.]+)"))
+end
+
+local function row(name, value, unit, ref, target)
+  if ref then
+    print(string.format("%-34s %12.0f %-6s reference %12.0f   ratio %5.2f   %s", name, value, unit, ref,
+      value / ref, target or ""))
+  else
+    print(string.format("%-34s %12.0f %s", name, value, unit))
+  end
+end
+
+local function free_port()
+  return 20000 + math.random(0, 9999)
+end
+
+-- redis ---------------------------------------------------------------------
+do
+  local port = free_port()
+  local server <close> = assert(proc.spawn { argv = { "redis-server", "--port", tostring(port), "--bind",
+    "127.0.0.1", "--save", "", "--appendonly", "no" }, log = "/dev/null" })
+  local redis = require "redis"
+  local up = false
+  for _ = 1, 100 do
+    local c = redis.connect { host = "127.0.0.1", port = port, timeout = 1 }
+    if c then c:close() up = true break end
+    sleep(0.05)
+  end
+  assert(up, "redis-server did not start")
+  local ours = figure(run { KV, "serve", DIR .. "/redis_bench.lua", "127.0.0.1", tostring(port), "8", "32",
+    "400000" }, "redis_hset_pipeline32")
+  local ref = run { "redis-benchmark", "-h", "127.0.0.1", "-p", tostring(port), "-t", "hset", "-P", "32",
+    "-c", "8", "-n", "400000", "-q" }
+  row("redis HSET, pipeline 32", ours, "ops/s", tonumber(ref:match("HSET: ([%d%.]+)")), "target >= 0.50")
+end
+
+-- http ----------------------------------------------------------------------
+do
+  local port = free_port()
+  local server <close> = assert(proc.spawn { argv = { KV, "serve", DIR .. "/http_bench.lua", tostring(port),
+    "serve" }, log = "/dev/null" })
+  local http = require "http"
+  for _ = 1, 100 do
+    if http.get("http://127.0.0.1:" .. port .. "/", { timeout = 1 }) then break end
+    sleep(0.05)
+  end
+  local wrk = run { "wrk", "-t", "1", "-c", "32", "-d", "3s", "http://127.0.0.1:" .. port .. "/" }
+  server:kill()
+  local ours = figure(run { KV, "serve", DIR .. "/http_bench.lua", "0", "batch", "3" }, "http_batch_c32_rate")
+  row("http.batch, concurrency 32", ours, "req/s", tonumber(wrk:match("Requests/sec:%s+([%d%.]+)")),
+    "target >= 0.70")
+end
+
+-- zmq and kv ----------------------------------------------------------------
+for line in run({ KV, "serve", DIR .. "/zmq_bench.lua" }):gmatch("[^\n]+") do print(line) end
+for line in run({ KV, "serve", DIR .. "/kv_bench.lua" }):gmatch("[^\n]+") do print(line) end
