@@ -9,6 +9,7 @@
  *   c:hgetall(key)                      -> {field = value}
  *   c:pipeline(function(p) p:call(...) ... end) -> {reply, ...}
  *   c:close()
+ *   redis.null (a unique sentinel), redis.version ("hiredis 0.14.1")
  *
  * Replies: status and bulk strings -> string, integer -> integer, nil ->
  * nil, array -> table (nil elements are redis.null, error elements
@@ -1033,7 +1034,9 @@ int luaopen_redis(lua_State *L) {
   new_class(L, PIPE_MT, pipe_methods);
 
   luaL_newlib(L, redis_funcs);
-  lua_newuserdatauv(L, 0, 0); /* redis.null: unique, prints as redis.null */
+  lua_pushfstring(L, "hiredis %d.%d.%d", HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH);
+  lua_setfield(L, -2, "version"); /* for `kvengine version` */
+  lua_newuserdatauv(L, 0, 0);     /* redis.null: unique, prints as redis.null */
   lua_createtable(L, 0, 1);
   lua_pushcfunction(L, null_tostring);
   lua_setfield(L, -2, "__tostring");

@@ -13,6 +13,7 @@
  *                     and a wildcard host resolved (0.0.0.0 -> 127.0.0.1)
  *   s:close()
  *   zmq.event_hwm     100000, the high-water mark used by default
+ *   zmq.version       "libzmq 4.3.4"
  *
  * A publisher is an XPUB socket, so it sees its subscribers' subscribe and
  * unsubscribe messages.  With ZMQ_XPUB_VERBOSER libzmq passes every one of
@@ -745,6 +746,10 @@ int luaopen_zmq(lua_State *L) {
   lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
   luaL_newlib(L, zmq_funcs);
+  int major, minor, patch;
+  zmq_version(&major, &minor, &patch);
+  lua_pushfstring(L, "libzmq %d.%d.%d", major, minor, patch);
+  lua_setfield(L, -2, "version"); /* for `kvengine version` */
   lua_pushinteger(L, EVENT_HWM);
   lua_setfield(L, -2, "event_hwm");
   return 1;
