@@ -52,7 +52,7 @@ KVENGINE := $(BUILD)/kvengine
 TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
-.PHONY: all test e2e-kvcache asan lint bench install deps clean soak
+.PHONY: all test e2e-kvcache asan valgrind lint bench install deps clean soak
 
 all: $(KVENGINE) $(MODULE_SO)
 
@@ -93,9 +93,11 @@ deps:
 	lua5.4 -e 'require "cjson"; require "yaml"' 2>/dev/null || ok=0; \
 	[ $$ok = 1 ] || bash ci/install-deps.sh
 
+FUZZ_TARGETS = $(BUILD)/fuzz/fuzz_events $(BUILD)/fuzz/fuzz_http
+
 test: deps
-	@$(MAKE) --no-print-directory all
-	$(KVENGINE) -j 2 --junit $(BUILD)/junit.xml $(TEST_PATHS)
+	@$(MAKE) --no-print-directory all $(FUZZ_TARGETS)
+	KVENGINE_FUZZ_DIR=$(BUILD)/fuzz $(KVENGINE) -j 2 --junit $(BUILD)/junit.xml $(TEST_PATHS)
 
 e2e-kvcache: deps
 	@$(MAKE) --no-print-directory all
@@ -104,6 +106,10 @@ e2e-kvcache: deps
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 all
 	ASAN_OPTIONS=detect_leaks=1 build-asan/kvengine -j 2 --timeout 120 $(TEST_PATHS)
+
+# valgrind over the engine's own tests: no leaks, no invalid accesses.
+valgrind: all
+	sh ci/valgrind.sh $(KVENGINE)
 
 lint:
 	clang-format --dry-run --Werror engine/*.c engine/*.h bindings/*.c $(wildcard bindings/*.h)
