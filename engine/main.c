@@ -3,6 +3,7 @@
  *
  *   kvengine [options] PATH...     the parent: runs files in workers, reports
  *   kvengine serve SCRIPT [ARG...] a Lua program on the loop
+ *   kvengine up [ARG...]           the local stack, kept running (fixtures/up.lua)
  *   kvengine version               versions of the engine and its libraries
  *   kvengine __worker [options] FILE   one file (internal: the parent's child)
  *   kvengine __supervise ...       a child's supervisor (internal: see proc)
@@ -62,30 +63,28 @@ static int worker_main(int argc, char **argv) {
   return code;
 }
 
-/* kvengine serve SCRIPT [ARG...]: `arg` holds the arguments, as in lua(1). */
-static int serve_main(int argc, char **argv) {
-  if (argc < 3) {
-    fputs("usage: kvengine serve SCRIPT [ARG...]\n", stderr);
-    return 2;
-  }
+/* Run script with args[0..nargs) on the loop; `arg` holds them, as in lua(1). */
+static int serve_script(const char *script, int nargs, char **args) {
   struct kv_host h;
   kv_host_open(&h, "");
   lua_State *L = h.L;
-  lua_createtable(L, argc - 3, 1);
-  for (int i = 2; i < argc; i++) {
-    lua_pushstring(L, argv[i]);
-    lua_rawseti(L, -2, i - 2);
+  lua_createtable(L, nargs, 1);
+  lua_pushstring(L, script);
+  lua_rawseti(L, -2, 0);
+  for (int i = 0; i < nargs; i++) {
+    lua_pushstring(L, args[i]);
+    lua_rawseti(L, -2, i + 1);
   }
   lua_setglobal(L, "arg");
-  if (luaL_loadfile(L, argv[2]) != LUA_OK) {
+  if (luaL_loadfile(L, script) != LUA_OK) {
     fprintf(stderr, "kvengine: %s\n", lua_tostring(L, -1));
     lua_pop(L, 1);
     kv_host_close(&h);
     return 1;
   }
-  for (int i = 3; i < argc; i++)
-    lua_pushstring(L, argv[i]);
-  kv_host_start(&h, argc - 3);
+  for (int i = 0; i < nargs; i++)
+    lua_pushstring(L, args[i]);
+  kv_host_start(&h, nargs);
   int code = 0;
   if (kv_host_run(&h, 0) < 0) {
     code = 1;
@@ -98,6 +97,20 @@ static int serve_main(int argc, char **argv) {
   }
   kv_host_close(&h);
   return code;
+}
+
+/* kvengine up [ARG...]: fixtures/up.lua, next to the binary or installed. */
+static int up_main(int nargs, char **args) {
+  static const char *const places[] = {"%s/../fixtures/up.lua",
+                                       "%s/../share/kvengine/fixtures/up.lua"};
+  char path[4200];
+  for (size_t i = 0; i < sizeof places / sizeof *places; i++) {
+    snprintf(path, sizeof path, places[i], kv_exe_dir());
+    if (access(path, R_OK) == 0)
+      return serve_script(path, nargs, args);
+  }
+  fprintf(stderr, "kvengine: fixtures/up.lua not found next to %s\n", kv_exe_path());
+  return 3;
 }
 
 static int version_main(void) {
@@ -114,8 +127,15 @@ int main(int argc, char **argv) {
   export_engine_path();
   if (argc >= 2 && !strcmp(argv[1], "__worker"))
     return worker_main(argc - 1, argv + 1);
-  if (argc >= 2 && !strcmp(argv[1], "serve"))
-    return serve_main(argc, argv);
+  if (argc >= 2 && !strcmp(argv[1], "serve")) {
+    if (argc < 3) {
+      fputs("usage: kvengine serve SCRIPT [ARG...]\n", stderr);
+      return 2;
+    }
+    return serve_script(argv[2], argc - 3, argv + 3);
+  }
+  if (argc >= 2 && !strcmp(argv[1], "up"))
+    return up_main(argc - 2, argv + 2);
   if (argc == 2 && !strcmp(argv[1], "version"))
     return version_main();
   struct kv_options o;
