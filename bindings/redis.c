@@ -33,7 +33,10 @@
  * fails and the connection is dropped; later calls fail with "redis:
  * connection lost: ...".  A server that closes or resets the connection
  * fails the pending calls the same way.  There is no automatic reconnect:
- * a scenario that restarts Redis connects again.
+ * a scenario that restarts Redis connects again.  A call whose task is
+ * abandoned (test timeout, task:cancel) keeps its place: its reply is read
+ * and dropped, and the connection stays usable.  (P)SUBSCRIBE, SSUBSCRIBE,
+ * their UNSUBSCRIBEs and MONITOR raise: hiredis would call back many times.
  *
  * Our own poll adapter replaces hiredis's libuv adapter
  * (<hiredis/adapters/libuv.h>): that one returns early when libuv reports a
