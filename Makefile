@@ -52,18 +52,26 @@ KVENGINE := $(BUILD)/kvengine
 TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
-.PHONY: all test e2e-kvcache asan valgrind lint bench install deps clean soak
+.PHONY: FORCE all test e2e-kvcache asan valgrind lint bench install deps clean soak
 
 all: $(KVENGINE) $(MODULE_SO)
 
 $(KVENGINE): $(ENGINE_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $(ENGINE_OBJ) $(LDLIBS)
 
-$(BUILD)/obj/engine/%.o: engine/%.c $(wildcard engine/*.h)
+# Objects depend on the flags they were built with, so that a build dir
+# never mixes, say, sanitized and plain objects.
+$(BUILD)/flags: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(CC) $(CFLAGS) $(LDFLAGS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS) $(LDFLAGS)' > $@
+
+FORCE:
+
+$(BUILD)/obj/engine/%.o: engine/%.c $(wildcard engine/*.h) $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/obj/bindings/%.o: bindings/%.c engine/engine.h $(wildcard bindings/*.h)
+$(BUILD)/obj/bindings/%.o: bindings/%.c engine/engine.h $(wildcard bindings/*.h) $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fPIC -c -o $@ $<
 

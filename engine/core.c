@@ -45,10 +45,15 @@ static int sleep_done(lua_State *L, int status, lua_KContext ctx) {
   return 0;
 }
 
-/* sleep(seconds): let the loop run for that long (0: one turn). */
+/* sleep(seconds): let the loop run for that long (0: one turn, I/O polled). */
 static int l_sleep(lua_State *L) {
   lua_Number s = luaL_checknumber(L, 1);
   luaL_argcheck(L, s >= 0, 1, "must not be negative");
+  if (s == 0) {
+    kv_wait *w = kv_wait_new(L, "sleep", 0, NULL, NULL);
+    kv_wait_wake(w); /* Lua runs: queued for the next turn of the loop */
+    return kv_wait_yield(L, w, sleep_done);
+  }
   kv_wait *w = kv_wait_new(L, "sleep", sizeof(uv_timer_t *), sleep_cancel, NULL);
   uv_timer_t *timer = malloc(sizeof *timer);
   if (!timer)

@@ -39,25 +39,31 @@ static kv_wait *deferred_head, **deferred_tail = &deferred_head;
 static uv_idle_t *idle;
 
 static void task_resume(kv_task *t);
+static void ready_remove(kv_task *t);
 
+/*
+ * One turn of queued work: the wakes and tasks queued before this turn
+ * began.  What they queue runs next turn, after the loop has polled for I/O,
+ * so a task that keeps yielding (sleep(0)) cannot starve the sockets.
+ */
 static void idle_run(uv_idle_t *h) {
   (void)h;
-  /* Deliver queued wakes first: they were due before anything queued now. */
-  while (deferred_head) {
-    kv_wait *w = deferred_head;
-    deferred_head = w->next;
-    if (!deferred_head)
-      deferred_tail = &deferred_head;
+  kv_wait *wakes = deferred_head;
+  deferred_head = NULL;
+  deferred_tail = &deferred_head;
+  int ntasks = 0; /* tasks stay on the list, where abandoning one removes it */
+  for (kv_task *t = ready_head; t; t = t->ready_next)
+    ntasks++;
+  while (wakes) {
+    kv_wait *w = wakes;
+    wakes = w->next;
     w->next = NULL;
     w->woken = 0;
     kv_wait_wake(w);
   }
-  while (ready_head && !running) {
+  while (ntasks-- > 0 && ready_head) {
     kv_task *t = ready_head;
-    ready_head = t->ready_next;
-    if (!ready_head)
-      ready_tail = &ready_head;
-    t->ready_next = NULL;
+    ready_remove(t);
     task_resume(t);
   }
   if (!ready_head && !deferred_head)
