@@ -11,11 +11,11 @@ test("busy loop inside a coroutine", { timeout = 0.5 }, function()
   coroutine.wrap(function() while true do end end)()
 end)
 
-test("sleep inside pcall", { timeout = 0.5 }, function()
+test("sleep inside pcall", { timeout = 1 }, function()
   pcall(sleep, 100)
 end)
 
-test("eventually cannot outlive it", { timeout = 0.5 }, function()
+test("eventually cannot outlive it", { timeout = 1 }, function()
   eventually(function() return false end, { timeout = 100 })
 end)
 
