@@ -120,7 +120,7 @@ valgrind: all
 	sh ci/valgrind.sh $(KVENGINE)
 
 lint:
-	clang-format --dry-run --Werror engine/*.c engine/*.h bindings/*.c $(wildcard bindings/*.h)
+	clang-format --dry-run --Werror engine/*.c engine/*.h bindings/*.c bindings/fuzz/*.c $(wildcard bindings/*.h)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --inline-suppr --std=c11 -D_GNU_SOURCE -Iengine engine bindings
 
