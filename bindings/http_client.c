@@ -554,19 +554,11 @@ static void call_cancel(kv_wait *w) {
   kv_wait_wake(w);
 }
 
-/* Push the response table of a finished transfer, or {err = msg}. */
-static void push_result(lua_State *L, hc_xfer *x) {
-  if (x->result != CURLE_OK) {
-    lua_createtable(L, 0, 1);
-    lua_pushstring(L, x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->result));
-    lua_setfield(L, -2, "err");
-    return;
-  }
+/* Push x's response status and its headers (lower-case names) as received so far. */
+static void push_head(lua_State *L, hc_xfer *x) {
   long status = 0;
   curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
-  lua_createtable(L, 0, 4);
   lua_pushinteger(L, status);
-  lua_setfield(L, -2, "status");
   lua_newtable(L);
   struct curl_header *h = NULL;
   while ((h = curl_easy_nextheader(x->easy, CURLH_HEADER, -1, h))) {
@@ -582,7 +574,20 @@ static void push_result(lua_State *L, hc_xfer *x) {
     lua_remove(L, -2);
     lua_settable(L, -3);
   }
-  lua_setfield(L, -2, "headers");
+}
+
+/* Push the response table of a finished transfer, or {err = msg}. */
+static void push_result(lua_State *L, hc_xfer *x) {
+  if (x->result != CURLE_OK) {
+    lua_createtable(L, 0, 1);
+    lua_pushstring(L, x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->result));
+    lua_setfield(L, -2, "err");
+    return;
+  }
+  lua_createtable(L, 0, 4);
+  push_head(L, x);
+  lua_setfield(L, -3, "headers");
+  lua_setfield(L, -2, "status");
   lua_pushlstring(L, x->body.data ? x->body.data : "", x->body.len);
   lua_setfield(L, -2, "body");
   lua_pushcfunction(L, kvh_body_json);
@@ -656,11 +661,15 @@ static int call_step(lua_State *L, hc_call *c) {
       lua_remove(L, -2);
       lua_pushlstring(L, x->pending.data, x->pending.len);
       x->pending.len = 0;
+      lua_createtable(L, 0, 2); /* the head, so a relay can copy status and headers */
+      push_head(L, x);
+      lua_setfield(L, -3, "headers");
+      lua_setfield(L, -2, "status");
       if (x->paused && x->in_multi) {
         x->paused = 0;
         curl_easy_pause(x->easy, CURLPAUSE_CONT); /* may queue more at once */
       }
-      lua_callk(L, 1, 0, (lua_KContext)c, step_k);
+      lua_callk(L, 2, 0, (lua_KContext)c, step_k);
       continue;
     }
     if (call_collect(L, c) > 0)
