@@ -19,6 +19,7 @@
 
 #define TASK_MT "kvengine.task"
 #define SCOPE_MT "kvengine.scope"
+#define SCOPEREF_MT "kvengine.scoperef"
 
 static int event_fd = -1;
 
@@ -185,6 +186,43 @@ static int scope_close(lua_State *L) {
 
 static const luaL_Reg scope_methods[] = {{"close", scope_close}, {NULL, NULL}};
 
+/* A borrowed handle on a scope someone else closes (engine.scope()). */
+static int scoperef_gc(lua_State *L) {
+  kv_scope **ud = luaL_checkudata(L, 1, SCOPEREF_MT);
+  if (*ud)
+    kv_scope_unref(*ud);
+  *ud = NULL;
+  return 0;
+}
+
+static int scoperef_open(lua_State *L) {
+  kv_scope **ud = luaL_checkudata(L, 1, SCOPEREF_MT);
+  lua_pushboolean(L, *ud && !(*ud)->closed);
+  return 1;
+}
+
+static const luaL_Reg scoperef_methods[] = {{"open", scoperef_open}, {NULL, NULL}};
+
+/* __kv.scope_current() -> a handle on the scope the caller runs in. */
+static int l_scope_current(lua_State *L) {
+  kv_scope **ud = lua_newuserdatauv(L, sizeof *ud, 0);
+  *ud = kv_scope_current();
+  (*ud)->refs++;
+  luaL_setmetatable(L, SCOPEREF_MT);
+  return 1;
+}
+
+/* __kv.spawn_in(scope, fn, ...) -> task: what fn opens belongs to that scope. */
+static int l_spawn_in(lua_State *L) {
+  kv_scope **ud = luaL_checkudata(L, 1, SCOPEREF_MT);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  if (!*ud || (*ud)->closed)
+    return luaL_error(L, "spawn_in: that scope has ended (its test or file is over)");
+  kv_task *t = kv_task_new(L, *ud, lua_gettop(L) - 2);
+  push_task(L, t);
+  return 1;
+}
+
 /* -------------------------------------------------------------------- run */
 
 static int run_k(lua_State *L, int status, lua_KContext ctx) {
@@ -275,6 +313,8 @@ static const luaL_Reg internal_funcs[] = {{"run", l_run},
                                           {"emit", l_emit},
                                           {"file_expired", l_file_expired},
                                           {"mkdir_p", l_mkdir_p},
+                                          {"scope_current", l_scope_current},
+                                          {"spawn_in", l_spawn_in},
                                           {"file_deadline", l_file_deadline},
                                           {NULL, NULL}};
 
@@ -297,6 +337,7 @@ static void new_class(lua_State *L, const char *name, const luaL_Reg *methods, l
 int luaopen_kvcore(lua_State *L) {
   new_class(L, TASK_MT, task_methods, task_gc);
   new_class(L, SCOPE_MT, scope_methods, scope_close);
+  new_class(L, SCOPEREF_MT, scoperef_methods, scoperef_gc);
   lua_pushglobaltable(L);
   luaL_setfuncs(L, global_funcs, 0);
   lua_pop(L, 1);

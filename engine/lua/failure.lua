@@ -13,13 +13,21 @@ Failure.__tostring = function(f)
   return (f.where and f.where .. ": " or "") .. (f.message or f.reason or "")
 end
 
+-- Sources whose frames a failure never points at: helper libraries that
+-- assert on a scenario's behalf (see engine.helper()).
+local helpers = {}
+
+function M.helper(source) helpers[source] = true end
+
 -- The innermost frame that is scenario code: not the engine's own Lua, not
--- C.  Searched, not counted: tail calls make fixed levels unreliable.
+-- a helper library, not C.  Searched, not counted: tail calls make fixed
+-- levels unreliable.
 local function where()
   for l = 3, 60 do
     local info = debug.getinfo(l, "Sl")
     if not info then return nil end
-    if info.currentline and info.currentline > 0 and not info.source:find("^@engine/lua/") then
+    if info.currentline and info.currentline > 0 and not info.source:find("^@engine/lua/")
+      and not helpers[info.source] then
       return info.short_src .. ":" .. info.currentline
     end
   end

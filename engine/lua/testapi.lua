@@ -15,6 +15,9 @@ local expect = require "expect"
 
 local M = {}
 
+-- The registry of the file this worker runs (see install), for engine.lua.
+M.current = nil
+
 local DEFAULT_EVENTUALLY = 5
 local DEFAULT_INTERVAL = 0.05
 
@@ -94,6 +97,7 @@ function M.install(file, emit)
     hooks = { before_all = {}, after_all = {}, before_each = {}, after_each = {} },
     on_failure = {}, current = nil, -- current = {name=, dir=, on_failure = {}}
   }
+  M.current = reg
 
   function reg.artifacts_dir()
     local dir = reg.current and reg.current.dir or reg.file_dir
@@ -125,7 +129,7 @@ function M.install(file, emit)
   end
 
   _G.skip = failure.skip
-  _G.fail = function(message) failure.raise(tostring(message)) end
+  _G.fail = function(message, details) failure.raise(tostring(message), details) end
   _G.infra_error = failure.infra
   _G.expect = expect.expect
   _G.eventually = eventually

@@ -74,3 +74,36 @@ test("so the next test finds it closed", function()
   expect(r):is_nil("the previous test's server was closed with its scope")
   expect(err):matches("onnect")
 end)
+
+-- engine.spawn_in: a fixture made at file level keeps what it starts for a test.
+local engine = require "engine"
+local file_scope = engine.scope()
+local file_port
+
+test("spawn_in runs in the scope given, not the caller's", function()
+  local srv = engine.spawn_in(file_scope, function()
+    return assert(http.listen { handler = function(_, res) res:finish("alive") end })
+  end):wait()
+  file_port = srv:port()
+  expect(engine.test_name()):eq("spawn_in runs in the scope given, not the caller's")
+end)
+
+test("so what it opened outlives the test that asked", function()
+  local r = assert(http.get("http://127.0.0.1:" .. file_port .. "/", { timeout = 2 }))
+  expect(r.body):eq("alive", "the server belongs to the file's scope")
+end)
+
+-- engine.helper: a library's failures point at the scenario line that called it.
+package.preload.owner_check = assert(load([[
+  local engine = require "engine"
+  engine.helper()
+  return function(pod) expect(pod):eq("p1", "the owner serves") end
+]], "@engine/tests/owner_check.lua"))
+
+test("a helper library's failure points at its caller", function()
+  local check = require "owner_check"
+  local ok, err = pcall(check, "p2")
+  expect(ok):is_false()
+  expect(err.where):eq("engine/tests/core.lua:" .. (debug.getinfo(1, "l").currentline - 2),
+    "the scenario's line, not the library's")
+end)
