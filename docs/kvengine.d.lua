@@ -127,3 +127,132 @@ function log(...) end
 ---@param data string
 ---@return string path
 function artifact(name, data) end
+
+-- ------------------------------------------------------------------ kvcache
+
+---@class KvPodSpec
+---@field name? string
+---@field namespace? string
+---@field engine? "vllm"|"sglang"
+---@field loras? string[]
+---@field kv_cache_size? integer  blocks in the sim's cache
+---@field block_size? integer
+---@field sim? table<string, any>  extra sim flags
+
+---@class KvStackOptions
+---@field model? string
+---@field namespace? string
+---@field pods? integer|KvPodSpec[]
+---@field router? table|string  Kthena's router configuration (table, YAML or JSON text)
+---@field runtime? {decode?: "kthena"|"tolerant", lora_keys?: "model"|"lora_name"}
+---@field sim? table<string, any>
+---@field target? "local"|"kind"
+---@field dir? string
+
+---@class KvPod
+---@field name string
+---@field namespace string
+---@field owner string  "<name>.<namespace>", the Redis field
+---@field ip string
+---@field engine string
+---@field http string
+---@field zmq string  the bridge input the sim publishes into
+---@field events string  the bridge output the runtime reads
+---@field topic string
+---@field started_at integer
+
+---@class KvPrompt
+---@field model string
+---@field prompt? string
+---@field messages? {role: string, content: string}[]
+---@field tokens? integer[]
+
+---@class KvCompletion
+---@field status integer
+---@field pod string?
+---@field namespace string?
+---@field body string
+---@field text string?
+---@field scores table<string, table<string, integer>>?  per pod: per plugin, and total
+---@field request_id string
+
+---@class KvTally
+---@field n integer
+---@field errors integer
+local KvTally = {}
+---@return integer
+function KvTally:count(pod) end
+---@return number
+function KvTally:share(pod) end
+---@return string[]
+function KvTally:pods() end
+
+---@class KvMetrics
+local KvMetrics = {}
+---@param name string
+---@param labels? table<string, string>
+---@return number  the sum of the matching samples
+function KvMetrics:get(name, labels) end
+
+---@class KvStack
+---@field model string
+---@field namespace string
+---@field dir string
+local KvStack = {}
+---@return KvPod
+function KvStack:pod(name) end
+---@param q KvPrompt
+---@return integer[]
+function KvStack:tokens(q) end
+---Publish events into the pod's bridge as its sim would; waits until the runtime processed them.
+---@param pod string
+function KvStack:inject(pod, ...) end
+---@param frames string[]
+---@param opts? {fence?: boolean}
+function KvStack:publish(pod, frames, opts) end
+---@param q KvPrompt|{pod: string, blocks?: integer, timeout?: number}
+function KvStack:expect_owner(q) end
+---@param q KvPrompt|{pod?: string, blocks?: integer, timeout?: number}
+function KvStack:expect_no_owner(q) end
+---@param q KvPrompt|{stream?: boolean, max_tokens?: integer, headers?: table, timeout?: number}
+---@return KvCompletion?, string?
+function KvStack:complete(q) end
+---@param q KvPrompt|{n: integer, concurrency?: integer}
+---@return KvTally
+function KvStack:route(q) end
+---@param q KvPrompt|{pod: string, n: integer}
+function KvStack:expect_routed(q) end
+---@return string  the first broken link of the data path
+function KvStack:explain(q) end
+function KvStack:restart(pod) end
+function KvStack:kill(pod) end
+---@return string model  the name to request
+function KvStack:load_lora(pod, name) end
+---@return string model
+function KvStack:lora(name) end
+---@param faults {tokenize?: integer|"timeout", completions?: integer|"timeout", events?: "drop"}|nil
+function KvStack:fault(pod, faults) end
+function KvStack:restart_router() end
+function KvStack:stop_redis() end
+function KvStack:start_redis() end
+---@return string
+function KvStack:logs(what) end
+---@return KvMetrics
+function KvStack:metrics() end
+function KvStack:redis() end
+---@return string summary
+function KvStack:diagnose(dir) end
+function KvStack:close() end
+
+---@class kvcache
+local kvcache = {}
+---@param opts? KvStackOptions
+---@return KvStack
+function kvcache.stack(opts) end
+---@return integer[]
+function kvcache.block_hashes(tokens, opts) end
+function kvcache.stored(fields) end
+function kvcache.removed(fields) end
+function kvcache.cleared() end
+---@return integer[]  the first n blocks' tokens
+function kvcache.prefix(tokens, n) end
