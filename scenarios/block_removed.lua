@@ -1,0 +1,126 @@
+-- block_removed.lua - an engine's BlockRemoved withdraws ownership, and
+-- routing follows.
+--
+-- What it proves: when a pod's engine evicts blocks and says so
+-- (BlockRemoved, naming the engine's own block hashes), the runtime deletes
+-- exactly that pod's field from exactly those blocks' keys, and the router's
+-- next decision scores the pod on what it still holds: losing block 2 of 4
+-- cuts its prefix to 1 block, losing every block takes it out of the
+-- prompt's scoring. Other pods' ownership of the same blocks stays.
+--
+-- Why it matters: an eviction the router never hears of sends requests to a
+-- pod that must recompute the prompt, while a pod that really holds it
+-- waits idle.
+--
+-- A pod that serves a prompt announces the blocks it newly caches. Where a
+-- test withdraws blocks from a pod after routing the prompt to it, that pod
+-- has served the prompt before (served_before), so the requests it serves
+-- in the test are cache hits that announce nothing which could overtake the
+-- withdrawal.
+
+local http = require "http"
+local kvcache = require "kvcache"
+
+local BLOCK = 16 -- blockSizeToHash of the default router configuration
+
+-- event_batch_size = 1: engines announce each event at once.
+local stack = kvcache.stack { pods = 3, sim = { event_batch_size = 1 } }
+
+local prompts = 0
+local function fresh_prompt(blocks)
+  prompts = prompts + 1
+  local words = {}
+  for i = 1, blocks * BLOCK do words[i] = string.format("br%dw%dr%d", prompts, i, math.random(1e6)) end
+  local prompt = table.concat(words, " ")
+  local tokens = stack:tokens { prompt = prompt }
+  expect(#tokens):eq(#words, "the pods' tokenizer should give one token per word of a generated prompt")
+  return prompt, tokens
+end
+
+-- The pod serves the prompt directly (not through the router), as it would
+-- have before the test; returns once its engine's announcement of the
+-- prompt's blocks is in Redis.
+local function served_before(pod, prompt)
+  local r, err = http.request { method = "POST", url = stack:pod(pod).http .. "/v1/completions",
+    json = { model = stack.model, prompt = prompt, max_tokens = 1 }, timeout = 10 }
+  expect(r and r.status):eq(200, string.format("%s serves the prompt directly: %s", pod,
+    r and r.body or tostring(err)))
+  stack:expect_owner { prompt = prompt, pod = pod }
+end
+
+-- The owner fields of block i of the prompt, as Redis holds them.
+local function owners(tokens, i)
+  local c <close> = stack:redis()
+  return c:hgetall(kvcache.block_key(stack.model, stack:hashes(tokens)[i]))
+end
+
+test("a removed block ends the owner's prefix there, and the router follows", function()
+  local prompt, tokens = fresh_prompt(4)
+  served_before("p1", prompt)
+  local stored = kvcache.stored { tokens = tokens }
+  stack:inject("p1", stored)
+  stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
+  stack:expect_owner { tokens = tokens, pod = "p2", blocks = 2 }
+  stack:expect_routed { prompt = prompt, pod = "p1", n = 3, max_tokens = 1 }
+
+  stack:inject("p1", kvcache.removed { hashes = { stored.hashes[2] } })
+  local p1, p2 = stack:pod("p1").owner, stack:pod("p2").owner
+  expect(owners(tokens, 2)[p1]):is_nil("p1's engine removed block 2, so its runtime deletes p1's field there")
+  expect(owners(tokens, 2)[p2]):not_nil("p2 still holds block 2: a removal touches only the removing pod's field")
+  for _, i in ipairs({ 1, 3, 4 }) do
+    expect(owners(tokens, i)[p1]):not_nil(string.format("p1 keeps block %d: only block 2 was removed", i))
+  end
+
+  local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
+  expect(r.pod):eq("p2", "p1's prefix now ends at its missing block 2 (1 of 4); p2 holds blocks 1-2 (2 of 4)")
+  if r.scores then
+    expect(r.scores.p1["kvcache-aware"]):eq(25, "p1 keeps block 1 only as a prefix; blocks 3-4 follow its gap")
+    expect(r.scores.p2["kvcache-aware"]):eq(50, "p2 owns blocks 1-2 of 4")
+  end
+  stack:expect_routed { prompt = prompt, pod = "p2", n = 3, max_tokens = 1 }
+end)
+
+test("removing every block of a prompt takes the pod out of its scoring", function()
+  local prompt, tokens = fresh_prompt(4)
+  served_before("p1", prompt)
+  local stored = kvcache.stored { tokens = tokens }
+  stack:inject("p1", stored)
+  stack:inject("p3", kvcache.stored { tokens = kvcache.prefix(tokens, 1) })
+  stack:expect_owner { tokens = tokens, pod = "p3", blocks = 1 }
+  stack:expect_routed { prompt = prompt, pod = "p1", n = 3, max_tokens = 1 }
+
+  stack:inject("p1", kvcache.removed { hashes = stored.hashes })
+  stack:expect_no_owner { tokens = tokens, pod = "p1" }
+  local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
+  expect(r.pod):eq("p3", "p1 holds none of the prompt any more; p3 still holds block 1")
+  if r.scores then
+    expect(r.scores.p1["kvcache-aware"]):is_nil("p1 owns no block of the prompt, so it gets no kvcache-aware score")
+    expect(r.scores.p3["kvcache-aware"]):eq(25, "p3 owns block 1 of 4")
+  end
+  stack:expect_routed { prompt = prompt, pod = "p3", n = 3, max_tokens = 1 }
+end)
+
+test("one pod's removal leaves the other owners of the same blocks in place", function()
+  local prompt, tokens = fresh_prompt(4)
+  local from_p2 = kvcache.stored { tokens = tokens }
+  stack:inject("p1", kvcache.stored { tokens = tokens })
+  stack:inject("p2", from_p2)
+  stack:expect_owner { tokens = tokens, pod = "p1" }
+  stack:expect_owner { tokens = tokens, pod = "p2" }
+
+  stack:inject("p2", kvcache.removed { hashes = from_p2.hashes })
+  stack:expect_no_owner { tokens = tokens, pod = "p2" }
+  stack:expect_owner { tokens = tokens, pod = "p1", timeout = 0.1 }
+  stack:expect_routed { prompt = prompt, pod = "p1", n = 3, max_tokens = 1 }
+end)
+
+test("a removal names the engine's block hashes: Kthena's hashes of the same blocks remove nothing", function()
+  local prompt, tokens = fresh_prompt(2)
+  stack:inject("p3", kvcache.stored { tokens = tokens })
+  stack:expect_owner { tokens = tokens, pod = "p3" }
+  -- The runtime finds a removed block by the engine hash its BlockStored
+  -- carried; Kthena's hash of the tokens is not one of them.
+  stack:inject("p3", kvcache.removed { hashes = stack:hashes(tokens) })
+  stack:expect_owner { tokens = tokens, pod = "p3", timeout = 0.1 }
+  stack:expect_routed { prompt = prompt, pod = "p3", n = 2, max_tokens = 1 }
+end)

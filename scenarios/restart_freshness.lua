@@ -1,0 +1,119 @@
+-- restart_freshness.lua - a pod's restart makes the ownership it wrote
+-- before stale; what it announces afterwards counts again.
+--
+-- What it proves: the router drops an owner field whose timestamp is at or
+-- before its pod's newest start second. After a restart the old entries
+-- stay in Redis (a restarted engine never withdraws them), yet the router
+-- no longer counts them; an entry stamped in the restart second itself is
+-- stale too, one stamped a second later is not; and blocks the restarted
+-- pod announces after it came back count as usual.
+--
+-- Why it matters: a restarted engine starts with an empty cache. Without
+-- this rule, every prompt the pod had cached would keep going to it, for up
+-- to a day (until the router's GC), and be recomputed there.
+
+local kvcache = require "kvcache"
+
+local BLOCK = 16 -- blockSizeToHash of the default router configuration
+
+local stack = kvcache.stack { pods = 3 }
+
+local prompts = 0
+local function fresh_prompt(blocks)
+  prompts = prompts + 1
+  local words = {}
+  for i = 1, blocks * BLOCK do words[i] = string.format("rf%dw%dr%d", prompts, i, math.random(1e6)) end
+  local prompt = table.concat(words, " ")
+  local tokens = stack:tokens { prompt = prompt }
+  expect(#tokens):eq(#words, "the pods' tokenizer should give one token per word of a generated prompt")
+  return prompt, tokens
+end
+
+-- Restart the pod; returns its new start second. Each test restarts a pod
+-- of its own: on a cluster, containers restarted again soon back off.
+local function restart(pod)
+  local before = stack:pod(pod).started_at
+  stack:restart(pod)
+  local started = stack:pod(pod).started_at
+  expect(started):gt(before, pod .. "'s restart moves its start time")
+  return started
+end
+
+-- Write pod's owner field on every full block of the prompt with the value
+-- `ts`, as its runtime does when it applies a BlockStored in that second
+-- (stack:restart returns only after the start second, so a test cannot
+-- make the runtime itself write in it).
+local function owned_at(pod, tokens, ts)
+  local owner = stack:pod(pod).owner
+  local c <close> = stack:redis()
+  for i, h in ipairs(stack:hashes(tokens)) do
+    if i * BLOCK <= #tokens then c:call("HSET", kvcache.block_key(stack.model, h), owner, tostring(ts)) end
+  end
+end
+
+test("ownership written before a restart no longer counts, though Redis still holds it", function()
+  local prompt, tokens = fresh_prompt(4)
+  stack:inject("p1", kvcache.stored { tokens = tokens })
+  stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
+  stack:expect_owner { tokens = tokens, pod = "p1" }
+  stack:expect_owner { tokens = tokens, pod = "p2", blocks = 2 }
+  stack:expect_routed { prompt = prompt, pod = "p1", n = 2, max_tokens = 1 }
+
+  local started = restart("p1")
+  for i, o in ipairs(stack:expect_owner { tokens = tokens, pod = "p1", timeout = 0.1 }) do
+    expect(o.ts):le(started, string.format("p1's field on block %d is still in Redis, written before the "
+      .. "restart", i))
+  end
+  local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
+  expect(r.pod):eq("p2", "p1's blocks were written before its restart, so only p2's 2 of 4 blocks count")
+  if r.scores then
+    expect(r.scores.p1["kvcache-aware"]):is_nil("p1's entries are stale: no kvcache-aware score")
+    expect(r.scores.p2["kvcache-aware"]):eq(50, "p2 owns blocks 1-2 of 4")
+  end
+  stack:expect_routed { prompt = prompt, pod = "p2", n = 3, max_tokens = 1 }
+end)
+
+test("ownership stamped in the restart second is stale; one second later it counts", function()
+  local started = restart("p3")
+  local in_second, in_second_tokens = fresh_prompt(4)
+  local after, after_tokens = fresh_prompt(4)
+  -- p2 holds half of each prompt, freshly; p3's fields differ only in their second.
+  for _, tokens in ipairs({ in_second_tokens, after_tokens }) do
+    stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
+    stack:expect_owner { tokens = tokens, pod = "p2", blocks = 2 }
+  end
+  owned_at("p3", in_second_tokens, started)
+  owned_at("p3", after_tokens, started + 1)
+
+  local r = assert(stack:complete { prompt = in_second, max_tokens = 1 })
+  expect(r.pod):eq("p2", string.format("p3's fields say %d, its start second: the router cannot tell them "
+    .. "from entries of the old container and drops them", started))
+  if r.scores then expect(r.scores.p3["kvcache-aware"]):is_nil("p3's entries from its start second are stale") end
+
+  r = assert(stack:complete { prompt = after, max_tokens = 1 })
+  expect(r.pod):eq("p3", string.format("p3's fields say %d, a second after its start: they count (4 of 4 "
+    .. "blocks beat p2's 2)", started + 1))
+  if r.scores then expect(r.scores.p3["kvcache-aware"]):eq(100, "p3 owns 4 of 4 blocks, freshly") end
+end)
+
+test("blocks a restarted pod announces after it came back count again", function()
+  local prompt, tokens = fresh_prompt(4)
+  stack:inject("p2", kvcache.stored { tokens = tokens })
+  stack:expect_owner { tokens = tokens, pod = "p2" }
+  local started = restart("p2")
+  for i, o in ipairs(stack:expect_owner { tokens = tokens, pod = "p2", timeout = 0.1 }) do
+    expect(o.ts):le(started, string.format("block %d: p2's entry predates the restart, so it is stale", i))
+  end
+
+  stack:inject("p2", kvcache.stored { tokens = tokens })
+  for i, o in ipairs(stack:expect_owner { tokens = tokens, pod = "p2" }) do
+    expect(o.ts):gt(started, string.format("block %d: the new announcement rewrote p2's entry after the "
+      .. "restart second", i))
+  end
+  stack:inject("p1", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
+  stack:expect_owner { tokens = tokens, pod = "p1", blocks = 2 }
+  local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
+  expect(r.pod):eq("p2", "p2's fresh 4 of 4 blocks beat p1's 2 of 4")
+  if r.scores then expect(r.scores.p2["kvcache-aware"]):eq(100, "p2 owns 4 of 4 blocks again") end
+  stack:expect_routed { prompt = prompt, pod = "p2", n = 3, max_tokens = 1 }
+end)
