@@ -205,7 +205,7 @@ static int on_curl_timer(CURLM *multi, long ms, void *ud) {
   if (ms < 0)
     uv_timer_stop(cl->timer);
   else
-    uv_timer_start(cl->timer, on_uv_timer, (uint64_t)ms, 0);
+    kv_timer_start(cl->timer, on_uv_timer, (uint64_t)ms);
   return 0;
 }
 

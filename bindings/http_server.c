@@ -311,7 +311,7 @@ static void conn_reject(hs_conn *c, int status, const char *why) {
   }
   uv_timer_init(kv_loop(), c->linger);
   c->linger->data = c;
-  uv_timer_start(c->linger, on_linger_end, LINGER_MS, 0);
+  kv_timer_start(c->linger, on_linger_end, LINGER_MS);
 }
 
 /* ---------------------------------------------------------------- reading */

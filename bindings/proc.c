@@ -242,7 +242,7 @@ static void pwait_arm(pwait *pw, double seconds) {
   uv_timer_init(kv_loop(), t);
   t->data = pw;
   pw->timer = t;
-  uv_timer_start(t, pwait_timer_fired, seconds > 0 ? (uint64_t)(seconds * 1000.0 + 0.5) : 0, 0);
+  kv_timer_start(t, pwait_timer_fired, seconds > 0 ? (uint64_t)(seconds * 1000.0 + 0.5) : 0);
 }
 
 /* Wake every wait on list; runs their tasks now (from a loop callback). */
@@ -298,7 +298,7 @@ static void child_close(child *c) {
     handle_close(c, &c->err, H_ERR);
     if (!c->exited) {
       signal_group(c, SIGTERM);
-      uv_timer_start(&c->kill_timer, kill_timer_fired, KILL_AFTER_MS, 0);
+      kv_timer_start(&c->kill_timer, kill_timer_fired, KILL_AFTER_MS);
     }
     fail_start(c, "proc: closed before the child started");
     check_done(c);

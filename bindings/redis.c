@@ -297,7 +297,7 @@ static void conn_drop(conn *c, const char *why, const char *calls_err) {
   uv_timer_init(kv_loop(), t);
   t->data = c;
   c->refs++;
-  uv_timer_start(t, reaper_fired, 0, 0);
+  kv_timer_start(t, reaper_fired, 0);
 }
 
 /* The resource's close: idempotent; pending calls fail with "closed". */
@@ -477,7 +477,7 @@ static void call_settle(call *k, char *err) {
     *ready_tail = k;
     ready_tail = &k->ready_next;
   } else {
-    uv_timer_start(k->timer, call_timer_fired, 0, 0);
+    kv_timer_start(k->timer, call_timer_fired, 0);
   }
 }
 
@@ -521,7 +521,7 @@ static void flush_now(conn *c) {
     if (!ready_head)
       ready_tail = &ready_head;
     if (k->w)
-      uv_timer_start(k->timer, call_timer_fired, 0, 0);
+      kv_timer_start(k->timer, call_timer_fired, 0);
     call_unref(k);
   }
 }
@@ -580,7 +580,7 @@ static call *call_new(conn *c, kv_wait *w, enum call_kind kind, int n) {
     abort();
   uv_timer_init(kv_loop(), k->timer);
   k->timer->data = k;
-  uv_timer_start(k->timer, call_timer_fired, (uint64_t)(c->timeout * 1000.0 + 0.5), 0);
+  kv_timer_start(k->timer, call_timer_fired, (uint64_t)(c->timeout * 1000.0 + 0.5));
   k->prev = c->calls_tail;
   if (c->calls_tail)
     c->calls_tail->next = k;

@@ -258,7 +258,7 @@ static void waiter_timer_fired(uv_timer_t *t);
 static void waiter_settle(waiter *wt, int result) {
   waiter_unlink(wt);
   wt->result = result;
-  uv_timer_start(wt->timer, waiter_timer_fired, 0, 0);
+  kv_timer_start(wt->timer, waiter_timer_fired, 0);
 }
 
 /* Timeout (still pending) or delivery of a settled outcome. */
@@ -304,7 +304,7 @@ static waiter *waiter_new(lua_State *L, zsock *s, double timeout) {
   uv_timer_init(kv_loop(), wt->timer);
   wt->timer->data = wt;
   if (timeout >= 0)
-    uv_timer_start(wt->timer, waiter_timer_fired, (uint64_t)(timeout * 1000.0 + 0.5), 0);
+    kv_timer_start(wt->timer, waiter_timer_fired, (uint64_t)(timeout * 1000.0 + 0.5));
   waiter_link(s, wt);
   return wt;
 }

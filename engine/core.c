@@ -62,7 +62,7 @@ static int l_sleep(lua_State *L) {
   uv_timer_init(kv_loop(), timer);
   timer->data = w;
   *(uv_timer_t **)kv_wait_data(w) = timer;
-  uv_timer_start(timer, sleep_fired, (uint64_t)(s * 1000.0 + 0.5), 0);
+  kv_timer_start(timer, sleep_fired, (uint64_t)(s * 1000.0 + 0.5));
   return kv_wait_yield(L, w, sleep_done);
 }
 

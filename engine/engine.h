@@ -37,6 +37,13 @@ uv_loop_t *kv_loop(void);
 /* Monotonic time in seconds. */
 double kv_now(void);
 
+/*
+ * uv_timer_start counted from now.  libuv measures a timer from the time it
+ * cached at the start of the loop's turn, and Lua may have run for a while
+ * since: a 2 s timeout started after 1.5 s of work would fire after 0.5 s.
+ */
+int kv_timer_start(uv_timer_t *timer, uv_timer_cb cb, uint64_t timeout_ms);
+
 /* ---------------------------------------------------------------- waiting */
 
 typedef struct kv_wait kv_wait;

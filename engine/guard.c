@@ -165,7 +165,7 @@ int kv_guard_start(kv_task *t, double seconds) {
     uv_timer_init(kv_loop(), guard.timer);
   }
   double left = deadline - now;
-  uv_timer_start(guard.timer, timer_fired, left > 0 ? (uint64_t)(left * 1000.0) + 1 : 0, 0);
+  kv_timer_start(guard.timer, timer_fired, left > 0 ? (uint64_t)(left * 1000.0) + 1 : 0);
   alarm_arm(left > 0 ? left : 1e-6);
   return 0;
 }

@@ -184,7 +184,7 @@ static void worker_exited(uv_process_t *proc, int64_t status, int term_signal) {
   w->term_signal = term_signal;
   uv_close((uv_handle_t *)proc, worker_closed);
   /* A descendant that kept the pipes open must not hold the run forever. */
-  uv_timer_start(&w->hang, on_hang, PIPE_GRACE_MS, 0);
+  kv_timer_start(&w->hang, on_hang, PIPE_GRACE_MS);
   maybe_finish(w);
 }
 
@@ -249,7 +249,7 @@ static int spawn_worker(const char *file, int run) {
   w->open += 2; /* process and hang timer */
   uv_timer_init(kv_loop(), &w->hang);
   w->hang.data = w;
-  uv_timer_start(&w->hang, on_hang, (uint64_t)((pool.o->file_timeout + HANG_GRACE_S) * 1000), 0);
+  kv_timer_start(&w->hang, on_hang, (uint64_t)((pool.o->file_timeout + HANG_GRACE_S) * 1000));
   uv_read_start((uv_stream_t *)&w->out, on_alloc, on_read);
   uv_read_start((uv_stream_t *)&w->err, on_alloc, on_read);
   uv_read_start((uv_stream_t *)&w->ev, on_alloc, on_read);

@@ -28,6 +28,11 @@ uv_loop_t *kv_loop(void) { return uv_default_loop(); }
 
 double kv_now(void) { return (double)uv_hrtime() / 1e9; }
 
+int kv_timer_start(uv_timer_t *timer, uv_timer_cb cb, uint64_t timeout_ms) {
+  uv_update_time(timer->loop);
+  return uv_timer_start(timer, cb, timeout_ms, 0);
+}
+
 /* The running binary's absolute path, for workers and children. */
 const char *kv_exe_path(void) {
   static char path[PATH_MAX];

@@ -107,3 +107,11 @@ test("a helper library's failure points at its caller", function()
   expect(err.where):eq("engine/tests/core.lua:" .. (debug.getinfo(1, "l").currentline - 2),
     "the scenario's line, not the library's")
 end)
+
+test("a timer counts from when it is started, not from the loop's last turn", function()
+  local t0 = now()
+  while now() - t0 < 0.3 do end -- Lua busy, the loop's clock stands still
+  local t1 = now()
+  sleep(0.3)
+  expect(now() - t1):ge(0.29, "sleep(0.3) after busy work must not return early")
+end)
