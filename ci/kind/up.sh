@@ -16,6 +16,7 @@
 # Safe to run again: an existing cluster is reused and helm upgrades.
 #
 # Settings: KIND_CLUSTER, KIND_NODE_IMAGE (kindest/node:<tag>, optional),
+# KIND_INTERNAL=1 (this script runs in a container on the Docker host),
 # KTHENA_NAMESPACE (kthena-system), KTHENA_DIR, KTHENA_TAG (latest; kvengine
 # for a checkout), KTHENA_CHART (a chart path or oci:// reference),
 # KTHENA_CHART_VERSION, SIM_IMAGE, REDIS_IMAGE, BRIDGE_IMAGE.
@@ -71,6 +72,14 @@ else
   else
     kind create cluster --name "$cluster" --config "$repo/ci/kind/cluster.yaml" --wait 120s
   fi
+fi
+
+if [ "${KIND_INTERNAL:-0}" = 1 ]; then
+  # This script runs in a container beside the cluster's node (a CI job
+  # container on the Docker host): join the node's network and talk to the
+  # API server at its internal address.
+  docker network connect kind "$(hostname)" 2>/dev/null || true
+  kind export kubeconfig --name "$cluster" --internal
 fi
 
 say "building the bridge image $bridge"
