@@ -3,6 +3,7 @@
 #   make              build build/kvengine
 #   make test         everything the project tests (installs missing deps first)
 #   make e2e-kvcache  the KV-cache routing suite, with a JUnit file
+#   make e2e-kvcache-kind  the suite on a Kind cluster with the real Kthena (docs/kind.md)
 #   make asan         the tests under ASan/UBSan (build-asan/kvengine)
 #   make lint         clang-format check and cppcheck
 #   make bench        benchmarks, printed beside their references
@@ -52,7 +53,7 @@ KVENGINE := $(BUILD)/kvengine
 TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
-.PHONY: FORCE all test e2e-kvcache asan valgrind lint bench install deps clean soak
+.PHONY: FORCE all test e2e-kvcache e2e-kvcache-kind asan valgrind lint bench install deps clean soak
 
 all: $(KVENGINE) $(MODULE_SO)
 
@@ -110,6 +111,12 @@ test: deps
 e2e-kvcache: deps
 	@$(MAKE) --no-print-directory all
 	$(KVENGINE) -j 2 --junit $(BUILD)/e2e-kvcache.xml $(SUITE)
+
+# The suite against Kthena on a Kind cluster (docs/kind.md): needs Docker, kind,
+# kubectl and helm; creates the cluster when missing, keeps it unless KIND_DELETE=1.
+e2e-kvcache-kind: deps
+	@$(MAKE) --no-print-directory all
+	KVENGINE=$(KVENGINE) SUITE=$(SUITE) JUNIT=$(BUILD)/e2e-kvcache-kind.xml sh ci/kind/run.sh
 
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 all
