@@ -261,7 +261,8 @@ function M.run_file(opts)
     end
     if run_test(t, before_all_failure) and opts.fail_fast then break end
   end
-  if #tests > 0 and not before_all_failure then
+  -- after_all runs even when before_all failed: it cleans up what that started.
+  if #tests > 0 then
     for _, h in ipairs(reg.hooks.after_all) do
       local o = guarded(file, h, opts.timeout, nil)
       if failed(o) then file_error(o, "after_all: ") end
