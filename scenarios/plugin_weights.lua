@@ -1,0 +1,228 @@
+-- scenarios/plugin_weights.lua - kvcache-aware against least-request.
+--
+-- Kthena scores each pod with every score plugin and sums weight x score.
+-- kvcache-aware gives the pod holding a prompt's prefix up to 100;
+-- least-request gives the idlest pods 100 and, as soon as the router has a
+-- request in flight to a pod, that pod 0 (its formula normalises by the
+-- busiest pod). So with one request in flight on the pod that holds the
+-- prompt, the weights alone decide: equal weights tie it with idle pods, a
+-- heavier kvcache-aware keeps the prompt there, a heavier least-request
+-- sends it away. The least-request filter overrides every weight: a pod
+-- whose engine reports maxWaitingRequests or more queued requests is not a
+-- candidate at all. Last, kvcache-aware alone refuses a prompt no pod
+-- holds (503 "request to all pods failed"): Kthena's behaviour, which is
+-- why its documentation pairs it with least-request.
+--
+-- Each test has its own stack: the router's configuration is read once at
+-- start (and on kind it is the install's one router's), so stacks with
+-- different configurations never run side by side.
+
+local kvcache = require "kvcache"
+local http = require "http"
+
+local SCALE = tonumber(os.getenv("KVENGINE_TIME_SCALE") or "") or 1
+local MAX_WAITING = 3 -- least-request's maxWaitingRequests in these stacks
+-- p1 answers a request of n tokens in (n - 1) x 50 ms, so a long request
+-- keeps it busy for the whole test while one-token probes answer at once;
+-- two requests run at a time, the others queue.
+local SLOW_POD = { sim = { inter_token_latency = 50, max_num_seqs = 2 } }
+local LONG = 400 -- tokens of a request that keeps p1 busy (about 20 s)
+
+-- A stack of three pods whose router weighs the plugins so.
+local function weighted_stack(kv_weight, lr_weight)
+  return kvcache.stack {
+    pods = { SLOW_POD, {}, {} },
+    router = {
+      scheduler = {
+        pluginConfig = {
+          { name = "kvcache-aware", args = { blockSizeToHash = 16, maxBlocksToMatch = 128 } },
+          { name = "least-request", args = { maxWaitingRequests = MAX_WAITING } },
+        },
+        plugins = {
+          Filter = { enabled = { "least-request" } },
+          Score = { enabled = { { name = "least-request", weight = lr_weight },
+            { name = "kvcache-aware", weight = kv_weight } } },
+        },
+      },
+    },
+  }
+end
+
+-- A prompt no other test sends: `blocks` blocks of 16 words (one token
+-- each with the sim's tokenizer).
+local prompts = 0
+local function fresh_prompt(blocks)
+  prompts = prompts + 1
+  local words = {}
+  for i = 1, blocks * 16 do words[i] = string.format("wgt%dw%dr%d", prompts, i, math.random(1e6)) end
+  return table.concat(words, " ")
+end
+
+-- Per-plugin scores come from the local router's decision log; Kthena's
+-- router has none, so there the test ends here, skipped, after its routing
+-- checks have passed.
+local function scores_of(r)
+  if r.scores == nil then
+    skip("per-plugin scores: this target's router has no decision log (the routing checks before passed)")
+  end
+  return r.scores
+end
+
+-- A prompt whose every block p1 holds.
+local function cached_on_p1(s)
+  local prompt = fresh_prompt(4)
+  local tokens = s:tokens { prompt = prompt }
+  s:inject("p1", kvcache.stored { tokens = tokens })
+  s:expect_owner { tokens = tokens, pod = "p1" }
+  return prompt
+end
+
+-- A gauge of a pod's engine, from its /metrics.
+local function gauge(s, pod, name)
+  local r = http.get(s:pod(pod).http .. "/metrics", { timeout = 2 * SCALE })
+  assert(r and r.status == 200, "GET /metrics of " .. pod .. " failed")
+  return kvcache.prometheus.parse(r.body):get(name)
+end
+
+-- Background requests, cancelled by the returned function (the test calls
+-- it before its stack closes).
+local function background(fns)
+  local tasks = {}
+  for i, fn in ipairs(fns) do tasks[i] = spawn(fn) end
+  return function()
+    for _, t in ipairs(tasks) do t:cancel() end
+  end
+end
+
+-- One long request for `prompt` through the router, which sends it to p1
+-- (idle and holding the prompt); returns once p1 runs it, so the router
+-- counts it in flight there.
+local function busy_p1(s, prompt)
+  local stop = background { function()
+    s:complete { prompt = prompt, max_tokens = LONG, ignore_eos = true, timeout = 60 }
+  end }
+  eventually(function()
+    local running = gauge(s, "p1", "vllm:num_requests_running")
+    if running < 1 then
+      error("the long request for a prompt p1 holds is not running on p1 (p1 runs " .. running .. " requests)")
+    end
+    return true
+  end)
+  return stop
+end
+
+test("weights 1:1: the idle pod holding the prompt wins it; with one request in flight it ties with idle pods",
+  function()
+    local s <close> = weighted_stack(1, 1)
+    local prompt = cached_on_p1(s)
+    local idle = s:expect_routed { prompt = prompt, pod = "p1", n = 2, max_tokens = 1 }
+
+    local stop = busy_p1(s, prompt)
+    local t = s:route { prompt = prompt, max_tokens = 1, n = 12 }
+    stop()
+    expect(t.errors):eq(0, "every request is answered 200 by a pod: " .. tostring(t))
+    expect(t:count("p1")):lt(12, "with one request in flight p1's cache no longer outweighs the idle pods "
+      .. "(12 of 12 on p1 would be a 1 in 531441 chance if the three tie): " .. tostring(t))
+
+    local sc = scores_of(idle.results[1])
+    expect(sc.p1):eq({ ["kvcache-aware"] = 100, ["least-request"] = 100, total = 200 }, "idle p1 holding the prompt")
+    expect(sc.p2):eq({ ["least-request"] = 100, total = 100 }, "idle p2")
+    sc = scores_of(t.results[1])
+    expect(sc.p1):eq({ ["kvcache-aware"] = 100, ["least-request"] = 0, total = 100 },
+      "busy p1: least-request gives the only pod with a request in flight 0")
+    expect(sc.p2.total):eq(100, "idle p2 ties with busy p1")
+  end)
+
+test("kvcache-aware 3, least-request 1: the cache outweighs a busy pod, until its queue reaches maxWaitingRequests",
+  function()
+    local s <close> = weighted_stack(3, 1)
+    local prompt = cached_on_p1(s)
+    local stop_busy = busy_p1(s, prompt)
+    local busy = s:expect_routed { prompt = prompt, pod = "p1", n = 3, max_tokens = 1 }
+
+    -- Long requests straight to p1's engine: two run, the rest queue, and
+    -- the router reads the queue from p1's metrics about every second.
+    local fns = {}
+    for i = 1, MAX_WAITING + 1 do
+      fns[i] = function()
+        http.request { method = "POST", url = s:pod("p1").http .. "/v1/completions", timeout = 60,
+          json = { model = s.model, prompt = fresh_prompt(1), max_tokens = LONG, ignore_eos = true } }
+      end
+    end
+    local stop_queue = background(fns)
+    eventually(function()
+      local waiting = gauge(s, "p1", "vllm:num_requests_waiting")
+      if waiting < MAX_WAITING then
+        error(string.format("p1's engine reports %d requests waiting, not yet %d", waiting, MAX_WAITING))
+      end
+      return true
+    end)
+    -- Until the router has polled the queue, a request may still go to p1
+    -- and wait there: those are given up after half a second.
+    eventually(function()
+      local r, err = s:complete { prompt = prompt, max_tokens = 1, timeout = 0.5 * SCALE }
+      if not r or r.status ~= 200 or r.pod == "p1" then
+        error("the router still sends the prompt to saturated p1: " .. (r and (r.status .. " from "
+          .. tostring(r.pod)) or tostring(err)))
+      end
+      return true
+    end, { timeout = 10 * SCALE })
+    local t = s:route { prompt = prompt, max_tokens = 1, n = 6 }
+    stop_queue()
+    stop_busy()
+    expect(t.errors):eq(0, "every request is answered 200 by a pod: " .. tostring(t))
+    expect(t:count("p1")):eq(0, string.format("p1 has %d or more requests waiting, so the least-request filter "
+      .. "takes it out whatever its cache: %s", MAX_WAITING, tostring(t)))
+
+    expect(scores_of(busy.results[1]).p1):eq({ ["kvcache-aware"] = 100, ["least-request"] = 0, total = 300 },
+      "busy p1: 3 x 100 + 1 x 0 beats the idle pods' 1 x 100")
+    expect(scores_of(t.results[1]).p1):is_nil("a filtered pod is not scored")
+    expect(t.results[1].decision.candidates):eq({ "p2", "p3" }, "the filter left p2 and p3 only")
+  end)
+
+test("kvcache-aware 1, least-request 3: a busy pod holding the prompt loses it to idle pods", function()
+  local s <close> = weighted_stack(1, 3)
+  local prompt = cached_on_p1(s)
+  local idle = s:expect_routed { prompt = prompt, pod = "p1", n = 2, max_tokens = 1 }
+
+  local stop = busy_p1(s, prompt)
+  local t = s:route { prompt = prompt, max_tokens = 1, n = 6 }
+  stop()
+  expect(t.errors):eq(0, "every request is answered 200 by a pod: " .. tostring(t))
+  expect(t:count("p1")):eq(0, "with a request in flight p1's cache (1 x 100) loses to idle pods' load score "
+    .. "(3 x 100): " .. tostring(t))
+
+  expect(scores_of(idle.results[1]).p1.total):eq(400, "idle p1: 1 x 100 + 3 x 100")
+  local sc = scores_of(t.results[1])
+  expect(sc.p1.total):eq(100, "busy p1: 1 x 100 + 3 x 0")
+  expect(sc.p2.total):eq(300, "idle p2: 3 x 100")
+end)
+
+test("kvcache-aware alone refuses a prompt no pod holds with 503, as Kthena does (pair it with least-request)",
+  function()
+    local s <close> = kvcache.stack {
+      pods = 2,
+      router = {
+        scheduler = {
+          pluginConfig = { { name = "kvcache-aware", args = { blockSizeToHash = 16, maxBlocksToMatch = 128 } } },
+          plugins = {
+            Filter = { enabled = { "least-request" } },
+            Score = { enabled = { { name = "kvcache-aware", weight = 1 } } },
+          },
+        },
+      },
+    }
+    local cold = assert(s:complete { prompt = fresh_prompt(2), max_tokens = 1 })
+    expect(cold.status):eq(503, "Kthena's scheduler keeps only scored pods; with kvcache-aware alone a prompt "
+      .. "nobody holds scores nowhere and the request fails: " .. cold.body)
+    expect(cold.body):contains("request to all pods failed", "Kthena's error for a request no pod was scored for")
+    log("kvcache-aware as the only score plugin: a cold prompt got " .. cold.status .. " " .. cold.body
+      .. "; Kthena's documentation pairs it with least-request")
+
+    -- A prompt one pod holds is served there.
+    local prompt = fresh_prompt(2)
+    local tokens = s:tokens { prompt = prompt }
+    s:inject("p2", kvcache.stored { tokens = tokens })
+    s:expect_owner { tokens = tokens, pod = "p2" }
+    s:expect_routed { prompt = prompt, pod = "p2", n = 2, max_tokens = 1 }
+  end)
