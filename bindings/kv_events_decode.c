@@ -2,8 +2,11 @@
  * kv_events_decode.c - kv.events.decode: reading a KV-event payload that
  * came off the wire, from any producer, without trusting it.
  *
- * kv.events.decode(bytes [, {profile = "tolerant" | "kthena"}])
+ * kv.events.decode(bytes [, {profile = "tolerant" | "kthena", dialect = true}])
  *     -> batch, dialect | nil, err
+ *
+ *   With dialect = false the dialect is not named (it costs a re-encoding
+ *   per candidate): a consumer on a hot path gets the batch alone.
  *
  *   Returns the batch in the shape kv.events.encode takes (kv_events.c):
  *   {ts, events = {{kind = "stored" | "removed" | "cleared", ...}}, dp_rank}.
@@ -630,14 +633,17 @@ static kv_dialect name_dialect(lua_State *L, const dstate *s, int b, int batch_i
   return fallback;
 }
 
-/* kv.events.decode(bytes [, {profile=}]) -> batch, dialect | nil, err. */
+/* kv.events.decode(bytes [, {profile=, dialect=}]) -> batch, dialect | nil, err. */
 int kv_events_decode(lua_State *L) {
   static const char *const profiles[] = {"tolerant", "kthena", NULL};
   size_t len;
   const char *data = luaL_checklstring(L, 1, &len);
-  int kthena = 0;
+  int kthena = 0, want_dialect = 1;
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
+    lua_getfield(L, 2, "dialect");
+    want_dialect = lua_isnil(L, -1) || lua_toboolean(L, -1);
+    lua_pop(L, 1);
     lua_getfield(L, 2, "profile");
     const char *p = lua_tostring(L, -1);
     if (p != NULL && strcmp(p, profiles[1]) == 0)
@@ -682,10 +688,14 @@ int kv_events_decode(lua_State *L) {
   if (decode_batch(&s, root, &nfields) != 0)
     goto fail;
   int b = lua_gettop(L);
-  kv_dialect d = name_dialect(L, &s, b, root->type == MSGPACK_OBJECT_MAP, nfields, data, len);
+  if (want_dialect) {
+    kv_dialect d = name_dialect(L, &s, b, root->type == MSGPACK_OBJECT_MAP, nfields, data, len);
+    lua_pushstring(L, kv_dialect_names[d]);
+  } else {
+    lua_pushnil(L);
+  }
   msgpack_unpacked_destroy(&box->u);
   box->live = 0;
-  lua_pushstring(L, kv_dialect_names[d]);
   return 2;
 fail:
   if (box != NULL && box->live) {

@@ -581,3 +581,13 @@ test("decode: random bytes never raise", function()
     end
   end
 end)
+
+test("decode without naming the dialect returns the same batch", function()
+  local bytes = kv.events.encode({ ts = 1.5, events = { kv.stored { hashes = { 7 }, tokens = { 1, 2 }, block_size = 2 } } },
+    "sim-legacy")
+  local named, dialect = kv.events.decode(bytes)
+  local bare, none = kv.events.decode(bytes, { dialect = false })
+  expect(dialect):eq("sim-legacy")
+  expect(none):is_nil("no dialect asked for, none named")
+  expect(bare):eq(named, "the batch does not depend on naming the dialect")
+end)
