@@ -10,6 +10,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -298,6 +299,17 @@ static int l_mkdir_p(lua_State *L) {
   return 1;
 }
 
+/* __kv.mkdtemp() -> a new private folder under $TMPDIR (or /tmp) | nil, err. */
+static int l_mkdtemp(lua_State *L) {
+  const char *tmp = getenv("TMPDIR");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/kvengine-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(path))
+    return luaL_fileresult(L, 0, path);
+  lua_pushstring(L, path);
+  return 1;
+}
+
 static int l_file_expired(lua_State *L) {
   lua_pushboolean(L, kv_file_expired());
   return 1;
@@ -313,6 +325,7 @@ static const luaL_Reg internal_funcs[] = {{"run", l_run},
                                           {"emit", l_emit},
                                           {"file_expired", l_file_expired},
                                           {"mkdir_p", l_mkdir_p},
+                                          {"mkdtemp", l_mkdtemp},
                                           {"scope_current", l_scope_current},
                                           {"spawn_in", l_spawn_in},
                                           {"file_deadline", l_file_deadline},

@@ -7,6 +7,7 @@
 -- written to a temporary folder.  Every process signalled here was started
 -- here: through a proc handle, whose kill reaches only its own group.
 
+local fs = require "fs"
 local proc = require "proc"
 
 local ENGINE = os.getenv("KVENGINE_BIN")
@@ -15,11 +16,7 @@ local ENGINE = os.getenv("KVENGINE_BIN")
 
 local base -- a temporary folder for the whole file
 
-before_all(function()
-  local st, out, err = proc.run { argv = { "mktemp", "-d", "/tmp/kvengine-proc.XXXXXX" } }
-  assert(st == 0, "mktemp: " .. tostring(err))
-  base = out:gsub("%s+$", "")
-end)
+before_all(function() base = fs.tmpdir() end)
 
 after_all(function()
   if base then proc.run { argv = { "rm", "-rf", base } } end
@@ -28,24 +25,10 @@ end)
 local dirs = 0
 local function tmpdir()
   dirs = dirs + 1
-  local d = base .. "/" .. dirs
-  assert(proc.run { argv = { "mkdir", "-p", d } } == 0)
-  return d
+  return fs.mkdir_p(base .. "/" .. dirs)
 end
 
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function write_file(path, data)
-  local f = assert(io.open(path, "wb"))
-  f:write(data)
-  f:close()
-end
+local read_file, write_file = fs.read, fs.write
 
 -- A process that exists and is not a zombie.  An orphan whose new parent
 -- has not reaped it yet is a zombie: it runs no more.
@@ -437,13 +420,7 @@ end)
 local INNER_FILE = [=[
 local proc = require "proc"
 local dir = os.getenv("PROC_TEST_DIR")
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read_file = require("fs").read
 local function alive(pid)
   local stat = read_file("/proc/" .. pid .. "/stat")
   local state = stat and stat:match(".*%) (%a)")

@@ -4,6 +4,7 @@
 -- golden/<case>.out.  KVENGINE_UPDATE_GOLDEN=1 rewrites the transcripts
 -- instead; review the diff before committing it.
 
+local fs = require "fs"
 local proc = require "proc"
 
 local KVENGINE = assert(os.getenv("KVENGINE_BIN"), "KVENGINE_BIN is set by the engine")
@@ -35,31 +36,11 @@ local cases = {
   { "usage_bad_pattern", { "--filter", "[", "pass.lua" } },
 }
 
-local function tmpdir()
-  local path = os.tmpname()
-  os.remove(path)
-  return path
-end
-
 local function mask(text, artifacts)
   text = text:gsub(artifacts:gsub("%p", "%%%0"), "<artifacts>")
   text = text:gsub("seed %d+", "seed <seed>")
   text = text:gsub("in %d+%.%d+s", "in <time>")
   return text
-end
-
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function write(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
 end
 
 -- The first line where two texts differ, with both versions.
@@ -75,7 +56,7 @@ local function first_difference(want, got)
 end
 
 local function run_case(args)
-  local artifacts = tmpdir()
+  local artifacts = fs.tmpdir()
   local argv = { KVENGINE, "--no-color", "--artifacts", artifacts }
   for _, a in ipairs(args) do
     argv[#argv + 1] = a:match("%.lua$") and DIR .. a or a
@@ -92,10 +73,10 @@ for _, c in ipairs(cases) do
     local got = run_case(args)
     local path = DIR .. name .. ".out"
     if UPDATE then
-      write(path, got)
+      fs.write(path, got)
       return
     end
-    local want = read(path)
+    local want = fs.read(path)
     expect(want):not_nil("the transcript " .. path .. " exists (KVENGINE_UPDATE_GOLDEN=1 writes it)")
     if want ~= got then
       artifact(name .. ".actual", got)
@@ -105,12 +86,12 @@ for _, c in ipairs(cases) do
 end
 
 test("JUnit: one failure for one failing test, valid against the schema", function()
-  local artifacts = tmpdir()
+  local artifacts = fs.tmpdir()
   local xml = artifacts .. ".xml"
   local status = proc.run { argv = { KVENGINE, "--artifacts", artifacts, "--junit", xml, DIR .. "mixed.lua",
     DIR .. "skips.lua", DIR .. "known_gap.lua", DIR .. "syntax.lua" } }
   expect(status):eq(1, "exit status with failures")
-  local report = read(xml)
+  local report = fs.read(xml)
   os.remove(xml)
   proc.run { argv = { "rm", "-rf", artifacts } }
   local valid, _, why = proc.run { argv = { "xmllint", "--noout", "--schema", HERE .. "/junit.xsd", "-" },

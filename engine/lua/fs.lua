@@ -1,0 +1,41 @@
+-- fs.lua - the few file operations tests and fixtures keep needing:
+-- `local fs = require "fs"`.
+--
+--   fs.read(path) -> contents | nil, err
+--   fs.write(path, data)          raises when it cannot
+--   fs.append(path, data)         raises when it cannot
+--   fs.mkdir_p(path) -> path      the folder and its parents; raises
+--   fs.tmpdir() -> path           a new private folder under $TMPDIR or /tmp
+--
+-- Blocking calls on small local files: fine on the loop.
+
+local fs = {}
+
+function fs.read(path)
+  local f, err = io.open(path, "rb")
+  if not f then return nil, err end
+  local data = f:read("a")
+  f:close()
+  return data
+end
+
+local function put(path, data, mode)
+  local f = assert(io.open(path, mode))
+  assert(f:write(data))
+  f:close()
+end
+
+function fs.write(path, data) put(path, data, "wb") end
+
+function fs.append(path, data) put(path, data, "ab") end
+
+function fs.mkdir_p(path)
+  assert(__kv.mkdir_p(path))
+  return path
+end
+
+function fs.tmpdir()
+  return assert(__kv.mkdtemp())
+end
+
+return fs
