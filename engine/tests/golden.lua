@@ -85,15 +85,30 @@ for _, c in ipairs(cases) do
   end)
 end
 
-test("JUnit: one failure for one failing test, valid against the schema", function()
+-- Run kvengine with a JUnit report; returns the exit status and the XML.
+local function junit_of(files)
   local artifacts = fs.tmpdir()
-  local xml = artifacts .. ".xml"
-  local status = proc.run { argv = { KVENGINE, "--artifacts", artifacts, "--junit", xml, DIR .. "mixed.lua",
-    DIR .. "skips.lua", DIR .. "known_gap.lua", DIR .. "syntax.lua" } }
-  expect(status):eq(1, "exit status with failures")
+  local xml = artifacts .. "/report.xml"
+  local argv = { KVENGINE, "--artifacts", artifacts, "--junit", xml }
+  for _, f in ipairs(files) do argv[#argv + 1] = DIR .. f end
+  local status = proc.run { argv = argv }
   local report = fs.read(xml)
-  os.remove(xml)
   proc.run { argv = { "rm", "-rf", artifacts } }
+  return status, report
+end
+
+test("JUnit: two passing tests and one failing give exactly one <failure>", function()
+  local status, report = junit_of { "mixed.lua" }
+  expect(status):eq(1, "exit status with a failure")
+  local _, failures = report:gsub("<failure ", "")
+  expect(failures):eq(1, "one <failure> for the one failing test")
+  local _, cases = report:gsub("<testcase ", "")
+  expect(cases):eq(3, "one <testcase> per test")
+end)
+
+test("JUnit: failures, skips, known gaps and file errors, valid against the schema", function()
+  local status, report = junit_of { "mixed.lua", "skips.lua", "known_gap.lua", "syntax.lua" }
+  expect(status):eq(1, "exit status with failures")
   local valid, _, why = proc.run { argv = { "xmllint", "--noout", "--schema", HERE .. "/junit.xsd", "-" },
     input = report }
   expect(valid):eq(0, "xmllint accepts the report: " .. tostring(why))
