@@ -13,3 +13,11 @@ for b in fixtures/bench/*.sh; do
   echo "== $(basename "$b" .sh)"
   sh "$b" "$kv"
 done
+echo "== suite"
+for j in 1 2; do
+  start=$(date +%s.%N)
+  "$kv" -j "$j" --no-color 'scenarios/*.lua' >/dev/null 2>&1 || echo "(the suite failed with -j $j)"
+  end=$(date +%s.%N)
+  awk -v s="$start" -v e="$end" -v j="$j" \
+    'BEGIN { printf "whole suite, -j %d                        %8.1f s   target < 60 s on 2 cores\n", j, e - s }'
+done
