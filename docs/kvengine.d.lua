@@ -176,6 +176,27 @@ function artifact(name, data) end
 ---@field scores table<string, table<string, integer>>?  per pod: per plugin, and total
 ---@field request_id string
 
+---@class KvServeRequest
+---@field prompt? string
+---@field messages? {role: string, content: string|table}[]
+---@field model? string  default the stack's model
+---@field max_tokens? integer  default 1
+---@field timeout? number  seconds to wait for the announcement; default 5
+
+---@class KvServed
+---@field status integer
+---@field body string
+---@field text string?  the engine's answer
+---@field tokens integer[]  the prompt's tokens, as the pod tokenized it
+---@field owned {key: string, ts: integer}[]  the pod's owner field on each full block, as the engine announced it
+
+---@class KvPromptOptions
+---@field tail? integer  tokens after the whole blocks (prompt only); default 0
+---@field block_size? integer  tokens per block (prompt only); default the router's blockSizeToHash
+---@field tag? string  letters that begin every word, to spot the prompt in logs; default "kv"
+---@field model? string  the model to tokenize for (stack:tokens)
+---@field pod? string  the pod to tokenize at (stack:tokens)
+
 ---@class KvTally
 ---@field n integer
 ---@field errors integer
@@ -204,6 +225,18 @@ function KvStack:pod(name) end
 ---@param q KvPrompt
 ---@return integer[]
 function KvStack:tokens(q) end
+---A prompt no other call in the file makes: exactly blocks x block_size + tail tokens, one per word.
+---@param blocks integer
+---@param opts? KvPromptOptions
+---@return string prompt
+---@return integer[] tokens
+function KvStack:prompt(blocks, opts) end
+---Words no other call in the file makes, one token each (chat content, or wherever blocks do not matter).
+---@param words integer
+---@param opts? KvPromptOptions
+---@return string text
+---@return integer[] tokens
+function KvStack:text(words, opts) end
 ---Publish events into the pod's bridge as its sim would; waits until the runtime processed them.
 ---@param pod string
 function KvStack:inject(pod, ...) end
@@ -214,9 +247,19 @@ function KvStack:publish(pod, frames, opts) end
 function KvStack:expect_owner(q) end
 ---@param q KvPrompt|{pod?: string, blocks?: integer, timeout?: number}
 function KvStack:expect_no_owner(q) end
+---Send a request straight to the pod's engine (not through the router); returns once the engine's
+---announcement of the prompt's full blocks is in Redis.
+---@param pod string
+---@param q KvServeRequest
+---@return KvServed
+function KvStack:serve(pod, q) end
 ---@param q KvPrompt|{stream?: boolean, max_tokens?: integer, headers?: table, timeout?: number}
 ---@return KvCompletion?, string?
 function KvStack:complete(q) end
+---The completion's per-plugin scores; skips the rest of the test where the target's router keeps no decision log.
+---@param r KvCompletion
+---@return table<string, table<string, integer>>
+function KvStack:scores(r) end
 ---@param q KvPrompt|{n: integer, concurrency?: integer}
 ---@return KvTally
 function KvStack:route(q) end

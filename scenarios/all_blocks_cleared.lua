@@ -14,44 +14,19 @@
 --
 -- A pod that serves a prompt announces the blocks it newly caches. Where a
 -- test clears a pod after routing prompts to it, that pod has served them
--- before (served_before), so the requests it serves in the test are cache
+-- before (stack:serve), so the requests it serves in the test are cache
 -- hits that announce nothing which could overtake the clear.
 
-local http = require "http"
 local kvcache = require "kvcache"
-
-local BLOCK = 16 -- blockSizeToHash of the default router configuration
 
 -- event_batch_size = 1: engines announce each event at once.
 local stack = kvcache.stack { pods = 3, sim = { event_batch_size = 1 } }
 
-local prompts = 0
-local function fresh_prompt(blocks)
-  prompts = prompts + 1
-  local words = {}
-  for i = 1, blocks * BLOCK do words[i] = string.format("ac%dw%dr%d", prompts, i, math.random(1e6)) end
-  local prompt = table.concat(words, " ")
-  local tokens = stack:tokens { prompt = prompt }
-  expect(#tokens):eq(#words, "the pods' tokenizer should give one token per word of a generated prompt")
-  return prompt, tokens
-end
-
--- The pod serves the prompt directly (not through the router), as it would
--- have before the test; returns once its engine's announcement of the
--- prompt's blocks is in Redis.
-local function served_before(pod, prompt)
-  local r, err = http.request { method = "POST", url = stack:pod(pod).http .. "/v1/completions",
-    json = { model = stack.model, prompt = prompt, max_tokens = 1 }, timeout = 10 }
-  expect(r and r.status):eq(200, string.format("%s serves the prompt directly: %s", pod,
-    r and r.body or tostring(err)))
-  stack:expect_owner { prompt = prompt, pod = pod }
-end
-
 test("a cleared pod loses every prompt it held, and the router follows", function()
-  local a, ta = fresh_prompt(4)
-  local b, tb = fresh_prompt(2)
-  served_before("p1", a)
-  served_before("p1", b)
+  local a, ta = stack:prompt(4)
+  local b, tb = stack:prompt(2)
+  stack:serve("p1", { prompt = a })
+  stack:serve("p1", { prompt = b })
   -- Runners-up: p2 holds the first block of a, p3 the first block of b.
   stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(ta, 1) })
   stack:inject("p3", kvcache.stored { tokens = kvcache.prefix(tb, 1) })
@@ -77,7 +52,7 @@ test("a cleared pod loses every prompt it held, and the router follows", functio
 end)
 
 test("a clear withdraws only the clearing pod's ownership", function()
-  local prompt, tokens = fresh_prompt(3)
+  local prompt, tokens = stack:prompt(3)
   stack:inject("p1", kvcache.stored { tokens = tokens })
   stack:inject("p3", kvcache.stored { tokens = tokens })
   stack:expect_owner { tokens = tokens, pod = "p1" }
@@ -90,7 +65,7 @@ test("a clear withdraws only the clearing pod's ownership", function()
 end)
 
 test("after a clear, what the engine announces counts again", function()
-  local prompt, tokens = fresh_prompt(3)
+  local prompt, tokens = stack:prompt(3)
   stack:inject("p2", kvcache.stored { tokens = tokens })
   stack:expect_owner { tokens = tokens, pod = "p2" }
   stack:inject("p2", kvcache.cleared {})

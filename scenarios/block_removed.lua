@@ -14,39 +14,14 @@
 --
 -- A pod that serves a prompt announces the blocks it newly caches. Where a
 -- test withdraws blocks from a pod after routing the prompt to it, that pod
--- has served the prompt before (served_before), so the requests it serves
+-- has served the prompt before (stack:serve), so the requests it serves
 -- in the test are cache hits that announce nothing which could overtake the
 -- withdrawal.
 
-local http = require "http"
 local kvcache = require "kvcache"
-
-local BLOCK = 16 -- blockSizeToHash of the default router configuration
 
 -- event_batch_size = 1: engines announce each event at once.
 local stack = kvcache.stack { pods = 3, sim = { event_batch_size = 1 } }
-
-local prompts = 0
-local function fresh_prompt(blocks)
-  prompts = prompts + 1
-  local words = {}
-  for i = 1, blocks * BLOCK do words[i] = string.format("br%dw%dr%d", prompts, i, math.random(1e6)) end
-  local prompt = table.concat(words, " ")
-  local tokens = stack:tokens { prompt = prompt }
-  expect(#tokens):eq(#words, "the pods' tokenizer should give one token per word of a generated prompt")
-  return prompt, tokens
-end
-
--- The pod serves the prompt directly (not through the router), as it would
--- have before the test; returns once its engine's announcement of the
--- prompt's blocks is in Redis.
-local function served_before(pod, prompt)
-  local r, err = http.request { method = "POST", url = stack:pod(pod).http .. "/v1/completions",
-    json = { model = stack.model, prompt = prompt, max_tokens = 1 }, timeout = 10 }
-  expect(r and r.status):eq(200, string.format("%s serves the prompt directly: %s", pod,
-    r and r.body or tostring(err)))
-  stack:expect_owner { prompt = prompt, pod = pod }
-end
 
 -- The owner fields of block i of the prompt, as Redis holds them.
 local function owners(tokens, i)
@@ -55,8 +30,8 @@ local function owners(tokens, i)
 end
 
 test("a removed block ends the owner's prefix there, and the router follows", function()
-  local prompt, tokens = fresh_prompt(4)
-  served_before("p1", prompt)
+  local prompt, tokens = stack:prompt(4)
+  stack:serve("p1", { prompt = prompt })
   local stored = kvcache.stored { tokens = tokens }
   stack:inject("p1", stored)
   stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
@@ -81,8 +56,8 @@ test("a removed block ends the owner's prefix there, and the router follows", fu
 end)
 
 test("removing every block of a prompt takes the pod out of its scoring", function()
-  local prompt, tokens = fresh_prompt(4)
-  served_before("p1", prompt)
+  local prompt, tokens = stack:prompt(4)
+  stack:serve("p1", { prompt = prompt })
   local stored = kvcache.stored { tokens = tokens }
   stack:inject("p1", stored)
   stack:inject("p3", kvcache.stored { tokens = kvcache.prefix(tokens, 1) })
@@ -101,7 +76,7 @@ test("removing every block of a prompt takes the pod out of its scoring", functi
 end)
 
 test("one pod's removal leaves the other owners of the same blocks in place", function()
-  local prompt, tokens = fresh_prompt(4)
+  local prompt, tokens = stack:prompt(4)
   local from_p2 = kvcache.stored { tokens = tokens }
   stack:inject("p1", kvcache.stored { tokens = tokens })
   stack:inject("p2", from_p2)
@@ -115,7 +90,7 @@ test("one pod's removal leaves the other owners of the same blocks in place", fu
 end)
 
 test("a removal names the engine's block hashes: Kthena's hashes of the same blocks remove nothing", function()
-  local prompt, tokens = fresh_prompt(2)
+  local prompt, tokens = stack:prompt(2)
   stack:inject("p3", kvcache.stored { tokens = tokens })
   stack:expect_owner { tokens = tokens, pod = "p3" }
   -- The runtime finds a removed block by the engine hash its BlockStored

@@ -19,26 +19,6 @@ before_all(function()
   stack = kvcache.stack { pods = 3, sim = { event_batch_delay = 0.05 } }
 end)
 
--- Text no other test sends: `words` words (one token each with the sim's
--- tokenizer).
-local texts = 0
-local function fresh_text(words)
-  texts = texts + 1
-  local out = {}
-  for i = 1, words do out[i] = string.format("chat%dw%dr%d", texts, i, math.random(1e6)) end
-  return table.concat(out, " ")
-end
-
--- Per-plugin scores come from the local router's decision log; Kthena's
--- router has none, so there the test ends here, skipped, after its routing
--- checks have passed.
-local function scores_of(r)
-  if r.scores == nil then
-    skip("per-plugin scores: this target's router has no decision log (the routing checks before passed)")
-  end
-  return r.scores
-end
-
 -- Kthena's score for a pod holding the first `held` blocks of a prompt of
 -- `ntokens` tokens (blocks of 16, the partial tail counted).
 local function score_for(held, ntokens)
@@ -50,7 +30,7 @@ local function full_blocks(tokens)
 end
 
 test("chat requests are matched by their chat-template tokens, not by their text", function()
-  local system, question = fresh_text(24), fresh_text(30)
+  local system, question = stack:text(24), stack:text(30)
   local messages = { { role = "system", content = system }, { role = "user", content = question } }
   local chat = stack:tokens { messages = messages }
   local text = stack:tokens { prompt = system .. " " .. question }
@@ -63,14 +43,14 @@ test("chat requests are matched by their chat-template tokens, not by their text
   stack:expect_owner { messages = messages, pod = "p2" }
   local t = stack:expect_routed { messages = messages, pod = "p2", n = 3, max_tokens = 1 }
 
-  local s = scores_of(t.results[1])
+  local s = stack:scores(t.results[1])
   expect(s.p2["kvcache-aware"]):eq(score_for(#chat // 16, #chat), string.format(
     "p2 holds %d of the chat prompt's %d tokens in whole blocks", (#chat // 16) * 16, #chat))
   expect(s.p1["kvcache-aware"]):is_nil("p1's blocks of the flattened text are no prefix of the chat prompt")
 end)
 
 test("content given as text parts matches the cache of the same text joined by newlines", function()
-  local a, b = fresh_text(20), fresh_text(20)
+  local a, b = stack:text(20), stack:text(20)
   local joined = { { role = "user", content = a .. "\n" .. b } }
   local parts = { { role = "user", content = { { type = "text", text = a }, { type = "text", text = b } } } }
   local tokens = stack:tokens { messages = joined }
@@ -84,7 +64,7 @@ test("each conversation's next turn lands on the pod that cached its earlier tur
   -- every later turn resends the whole conversation.
   local conversations = {}
   for c = 1, 2 do
-    local messages = { { role = "system", content = fresh_text(20) }, { role = "user", content = fresh_text(28) } }
+    local messages = { { role = "system", content = stack:text(20) }, { role = "user", content = stack:text(28) } }
     local r = assert(stack:complete { messages = messages, max_tokens = 8 })
     expect(r.status):eq(200, "the router serves the turn: " .. r.body)
     expect(r.text):type("string", "the first turn's reply is the assistant message of the next turn")
@@ -98,7 +78,7 @@ test("each conversation's next turn lands on the pod that cached its earlier tur
       stack:expect_owner { messages = conv.messages, pod = conv.pod }
       local before = stack:tokens { messages = conv.messages }
       table.insert(conv.messages, { role = "assistant", content = conv.reply })
-      table.insert(conv.messages, { role = "user", content = fresh_text(12) })
+      table.insert(conv.messages, { role = "user", content = stack:text(12) })
       local r = assert(stack:complete { messages = conv.messages, max_tokens = 8 })
       expect(r.status):eq(200, "the router serves the turn: " .. r.body)
       if r.pod ~= conv.pod then
@@ -114,6 +94,6 @@ test("each conversation's next turn lands on the pod that cached its earlier tur
     end
   end
   for _, x in ipairs(scored) do
-    expect(scores_of(x.r)[x.pod]["kvcache-aware"]):eq(x.want, x.why)
+    expect(stack:scores(x.r)[x.pod]["kvcache-aware"]):eq(x.want, x.why)
   end
 end)

@@ -17,23 +17,8 @@ local BLOCK = 16 -- blockSizeToHash of the default router configuration
 
 local stack = kvcache.stack { pods = 3 }
 
--- A prompt no other test sends: `blocks` full blocks and `tail` tokens more
--- (the pods' tokenizer gives one token per word). Returns it and its tokens.
-local prompts = 0
-local function fresh_prompt(blocks, tail)
-  prompts = prompts + 1
-  local words = {}
-  for i = 1, blocks * BLOCK + (tail or 0) do
-    words[i] = string.format("dp%dw%dr%d", prompts, i, math.random(1e6))
-  end
-  local prompt = table.concat(words, " ")
-  local tokens = stack:tokens { prompt = prompt }
-  expect(#tokens):eq(#words, "the pods' tokenizer should give one token per word of a generated prompt")
-  return prompt, tokens
-end
-
 test("a BlockStored becomes one ownership field per block, at the key the router computes", function()
-  local _, tokens = fresh_prompt(4)
+  local _, tokens = stack:prompt(4)
   local p2 = stack:pod("p2")
   local before = os.time()
   local stored = kvcache.stored { tokens = tokens }
@@ -59,7 +44,7 @@ test("a BlockStored becomes one ownership field per block, at the key the router
 end)
 
 test("requests for an announced prompt go to the pod that owns it", function()
-  local prompt, tokens = fresh_prompt(4)
+  local prompt, tokens = stack:prompt(4)
   stack:inject("p2", kvcache.stored { tokens = tokens })
   stack:expect_owner { tokens = tokens, pod = "p2" }
 
@@ -79,7 +64,7 @@ test("requests for an announced prompt go to the pod that owns it", function()
 end)
 
 test("a chat prompt follows the same path: its templated tokens are the blocks", function()
-  local messages = { { role = "user", content = (fresh_prompt(3)) } }
+  local messages = { { role = "user", content = (stack:prompt(3)) } }
   local tokens = stack:tokens { messages = messages }
   local full = #tokens // BLOCK
   expect(full):ge(3, "the chat template keeps the 3 blocks of the user's words")
@@ -94,7 +79,7 @@ test("a prompt nobody announced is spread by least-request", function()
   for i = 1, n do
     -- A new prompt every time: a pod that serves a prompt announces it, and
     -- from then on that prompt is no longer cold.
-    local r = assert(stack:complete { prompt = (fresh_prompt(2)), max_tokens = 1 })
+    local r = assert(stack:complete { prompt = (stack:prompt(2)), max_tokens = 1 })
     expect(r.status):eq(200, "a cold prompt is still served (least-request scores every pod): " .. r.body)
     t.counts[r.pod] = (t.counts[r.pod] or 0) + 1
     if r.scores then

@@ -25,13 +25,6 @@ local kvcache = require "kvcache"
 
 local stack -- vLLM pods behind Kthena's decoder, for the whole file
 
--- A prompt of `blocks` full blocks (the sim's tokenizer: one token per word).
-local function prompt_of(tag, blocks)
-  local words = {}
-  for i = 1, blocks * 16 do words[i] = tag .. i end
-  return table.concat(words, " ")
-end
-
 -- The runtime's /stats, or nil on a target whose runtime has none.
 local function runtime_stats(s, pod)
   local r = http.get(s:pod(pod).runtime .. "/stats", { timeout = 2 })
@@ -89,7 +82,7 @@ before_all(function()
 end)
 
 test("Kthena's decoder applies the array-shaped vLLM and sim dialects", function()
-  local tokens = stack:tokens { prompt = prompt_of("arr", 3) }
+  local _, tokens = stack:prompt(3, { tag = "arr" })
   for _, dialect in ipairs({ "vllm-0.9", "vllm-array", "sim-legacy" }) do
     local outcome = deliver(stack, "p1", dialect, tokens)
     expect(outcome):eq("applied", dialect .. " is array-shaped: Kthena's runtime should write all 3 blocks")
@@ -98,7 +91,7 @@ end)
 
 test("Kthena's decoder applies SGLang's dialect from an SGLang pod", function()
   local s <close> = kvcache.stack { pods = { { name = "sg", engine = "sglang" } } }
-  local tokens = s:tokens { prompt = prompt_of("sgl", 3), pod = "sg" }
+  local _, tokens = s:prompt(3, { tag = "sgl", pod = "sg" })
   expect(deliver(s, "sg", "sglang", tokens)):eq("applied",
     "SGLang's events are tagged arrays: the runtime started with -E sglang should write all 3 blocks")
 end)
@@ -110,7 +103,7 @@ test("map-shaped batches (vLLM >= 0.26, the sim's map format) reach Redis", {
     match = "map%-shaped batches were dropped",
   },
 }, function()
-  local tokens = stack:tokens { prompt = prompt_of("map", 3) }
+  local _, tokens = stack:prompt(3, { tag = "map" })
   local dropped = {}
   for _, dialect in ipairs({ "vllm-map", "sim-map" }) do
     local outcome, moved = deliver(stack, "p1", dialect, tokens)
@@ -129,7 +122,7 @@ end)
 test("the tolerant decoder applies every dialect", function()
   local s <close> = kvcache.stack { pods = { { name = "vl" }, { name = "sg", engine = "sglang" } },
     runtime = { decode = "tolerant" } }
-  local tokens = s:tokens { prompt = prompt_of("tol", 3) }
+  local _, tokens = s:prompt(3, { tag = "tol" })
   local outcomes, want = {}, {}
   for _, dialect in ipairs({ "vllm-0.9", "vllm-array", "vllm-map", "sim-legacy", "sim-map", "sglang" }) do
     outcomes[dialect] = deliver(s, dialect == "sglang" and "sg" or "vl", dialect, tokens)

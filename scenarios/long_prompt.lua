@@ -16,7 +16,6 @@
 -- different configurations never run side by side.
 
 local kvcache = require "kvcache"
-local http = require "http"
 
 -- A router configuration with the given kvcache-aware args.
 local function router(args)
@@ -32,35 +31,14 @@ local function router(args)
 end
 local WIDE = router { blockSizeToHash = 32, maxBlocksToMatch = 4 } -- a window of 4 x 32 = 128 tokens
 
--- A prompt no other test sends: `words` words (one token each with the
--- sim's tokenizer).
-local prompts = 0
-local function fresh_prompt(words)
-  prompts = prompts + 1
-  local out = {}
-  for i = 1, words do out[i] = string.format("long%dw%dr%d", prompts, i, math.random(1e6)) end
-  return table.concat(out, " ")
-end
-
 -- Tokens first..last (1-based, inclusive).
 local function slice(tokens, first, last)
   return table.move(tokens, first, last, 1, {})
 end
 
--- Per-plugin scores come from the local router's decision log; Kthena's
--- router has none, so there the test ends here, skipped, after its routing
--- checks have passed.
-local function scores_of(r)
-  if r.scores == nil then
-    skip("per-plugin scores: this target's router has no decision log (the routing checks before passed)")
-  end
-  return r.scores
-end
-
 test("Kthena's defaults: only a prompt's first 128 blocks of 16 tokens are matched", function()
   local s <close> = kvcache.stack { pods = 3, sim = { max_model_len = 4096 } }
-  local prompt = fresh_prompt(128 * 16 + 40)
-  local tokens = s:tokens { prompt = prompt }
+  local prompt, tokens = s:prompt(128, { tail = 40 })
   expect(#tokens):gt(2048, "the prompt is longer than the 2,048 tokens Kthena looks at")
   expect(#s:hashes(tokens)):eq(128, "the router hashes at most maxBlocksToMatch = 128 blocks")
   -- p1 holds the first 2,048 tokens, p2 the whole prompt, p3 its first half.
@@ -74,7 +52,7 @@ test("Kthena's defaults: only a prompt's first 128 blocks of 16 tokens are match
   expect(t.errors):eq(0, "every request is answered 200 by a pod: " .. tostring(t))
   expect(t:count("p3")):eq(0, "p3 holds half the window and loses to p1 and p2, which hold all of it: "
     .. tostring(t))
-  local sc = scores_of(t.results[1])
+  local sc = s:scores(t.results[1])
   expect(sc.p1["kvcache-aware"]):eq(100, "p1 holds all 128 blocks the router looks at: the tail past them "
     .. "costs nothing")
   expect(sc.p2["kvcache-aware"]):eq(100, "p2's blocks past the first 128 earn nothing more")
@@ -85,8 +63,7 @@ test("blockSizeToHash 32 and maxBlocksToMatch 4: four blocks of 32 tokens are ma
   local s <close> = kvcache.stack { pods = { { block_size = 32 }, { block_size = 32 }, { block_size = 32 } },
     router = WIDE }
   expect(s.hashing):eq({ block_size = 32, max_blocks = 4 }, "the stack reads the router's args")
-  local prompt = fresh_prompt(10 * 32)
-  local tokens = s:tokens { prompt = prompt }
+  local prompt, tokens = s:prompt(10) -- blocks of 32, the router's
   expect(#s:hashes(tokens)):eq(4, "a 10-block prompt is looked up in its first 4 blocks only")
   -- p1 holds blocks 1-4; p2 holds 1-3 and 5-10 (everything but block 4);
   -- p3 holds 5-10 (none of the start).
@@ -98,20 +75,19 @@ test("blockSizeToHash 32 and maxBlocksToMatch 4: four blocks of 32 tokens are ma
   s:expect_owner { tokens = tokens, pod = "p2", blocks = 3 }
 
   local t = s:expect_routed { prompt = prompt, pod = "p1", n = 3, max_tokens = 1 }
-  local sc = scores_of(t.results[1])
+  local sc = s:scores(t.results[1])
   expect(sc.p1["kvcache-aware"]):eq(100, "p1 holds the whole window of 4 blocks")
   expect(sc.p2["kvcache-aware"]):eq(75, "p2's prefix stops at block 3; blocks 5-10 lie past the window")
   expect(sc.p3["kvcache-aware"]):is_nil("p3 holds no first block, so it gets no score at all")
 
   -- Within the window a partial tail block counts: 3 whole blocks of 32
   -- and 8 tokens more score 3 of 4 at best.
-  local short = fresh_prompt(3 * 32 + 8)
-  local st = s:tokens { prompt = short }
+  local short, st = s:prompt(3, { tail = 8 })
   s:inject("p3", kvcache.stored { tokens = kvcache.prefix(st, 3, 32), block_size = 32 })
   s:expect_owner { tokens = st, pod = "p3" }
   local r = s:expect_routed { prompt = short, pod = "p3", max_tokens = 1 }
   local looked_up = math.min(4, (#st + 31) // 32)
-  expect(scores_of(r.results[1]).p3["kvcache-aware"]):eq(math.floor(3 / looked_up * 100), string.format(
+  expect(s:scores(r.results[1]).p3["kvcache-aware"]):eq(math.floor(3 / looked_up * 100), string.format(
     "the %d-token prompt's tail block is looked up too, and an engine with blocks of 32 never announces it: "
     .. "3 of %d blocks is the best score", #st, looked_up))
 end)
@@ -119,14 +95,9 @@ end)
 test("sims at --block-size 32 are matched; a sim left at 16 writes keys the router never asks for", function()
   local s <close> = kvcache.stack { pods = { { block_size = 32 }, { block_size = 16 }, { block_size = 32 } },
     router = WIDE, sim = { event_batch_delay = 0.05 } }
-  local prompt = fresh_prompt(4 * 32)
-  local tokens = s:tokens { prompt = prompt }
+  local prompt, tokens = s:prompt(4) -- blocks of 32, the router's
   -- p1 (block size 32) and p2 (block size 16) each serve the prompt once.
-  for _, pod in ipairs({ "p1", "p2" }) do
-    local r = http.request { method = "POST", url = s:pod(pod).http .. "/v1/completions",
-      json = { model = s.model, prompt = prompt, max_tokens = 1 }, timeout = 10 }
-    expect(r and r.status):eq(200, pod .. " serves the prompt sent to it directly: " .. (r and r.body or "no answer"))
-  end
+  for _, pod in ipairs({ "p1", "p2" }) do s:serve(pod, { prompt = prompt }) end
 
   -- p1's sim announced 32-token blocks: exactly the router's keys.
   s:expect_owner { tokens = tokens, pod = "p1" }
@@ -145,7 +116,7 @@ test("sims at --block-size 32 are matched; a sim left at 16 writes keys the rout
   s:expect_no_owner { tokens = tokens, pod = "p2" }
 
   local t = s:expect_routed { prompt = prompt, pod = "p1", n = 3, max_tokens = 1 }
-  local sc = scores_of(t.results[1])
+  local sc = s:scores(t.results[1])
   expect(sc.p1["kvcache-aware"]):eq(100, "p1 holds the 4 blocks of 32 tokens")
   expect(sc.p2["kvcache-aware"]):is_nil("p2 cached the same prompt, but in blocks of 16 the router never "
     .. "looks up: with blockSizeToHash 32 the engine's block size must be 32 too")

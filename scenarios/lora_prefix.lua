@@ -21,7 +21,6 @@
 -- (runtime.lora_keys = "lora_name") and shows that this closes the gap.
 
 local kvcache = require "kvcache"
-local http = require "http"
 
 -- Kthena's setup for adapters: least-request and lora-affinity filter,
 -- least-request and kvcache-aware score.
@@ -43,26 +42,6 @@ before_all(function()
   stack = kvcache.stack { pods = PODS, router = ROUTER, sim = { event_batch_delay = 0.05 } }
 end)
 
--- A prompt no other test sends: `blocks` blocks of 16 words (one token
--- each with the sim's tokenizer).
-local prompts = 0
-local function fresh_prompt(blocks)
-  prompts = prompts + 1
-  local words = {}
-  for i = 1, blocks * 16 do words[i] = string.format("lora%dw%dr%d", prompts, i, math.random(1e6)) end
-  return table.concat(words, " ")
-end
-
--- Per-plugin scores come from the local router's decision log; Kthena's
--- router has none, so there the test ends here, skipped, after its routing
--- checks have passed.
-local function scores_of(r)
-  if r.scores == nil then
-    skip("per-plugin scores: this target's router has no decision log (the routing checks before passed)")
-  end
-  return r.scores
-end
-
 -- Whether `pod` owns the first block of `tokens` under `model`'s key.
 local function owns_first_block(s, model, tokens, pod)
   local c <close> = s:redis()
@@ -72,20 +51,19 @@ end
 
 test("lora-affinity: adapter requests go only to the pods that loaded the adapter", function()
   local sql = stack:lora("sql")
-  local t = stack:route { model = sql, prompt = fresh_prompt(2), max_tokens = 1, n = 12 }
+  local t = stack:route { model = sql, prompt = stack:prompt(2), max_tokens = 1, n = 12 }
   expect(t.errors):eq(0, "every request for adapter " .. sql .. " is served: " .. tostring(t))
   expect(t:count("p3")):eq(0, "p3 has not loaded " .. sql .. ", so lora-affinity must filter it out: " .. tostring(t))
 
   -- An adapter loaded while the stack runs: once the router has polled the
   -- pod's /v1/models, the pod that loaded it is the only one to serve it.
   local notes = stack:load_lora("p3", "notes")
-  stack:expect_routed { model = notes, prompt = fresh_prompt(2), pod = "p3", n = 4, max_tokens = 1 }
+  stack:expect_routed { model = notes, prompt = stack:prompt(2), pod = "p3", n = 4, max_tokens = 1 }
 end)
 
 test("a prefix cached for the base model does not attract requests for an adapter", function()
   local sql = stack:lora("sql")
-  local prompt = fresh_prompt(4)
-  local tokens = stack:tokens { prompt = prompt }
+  local prompt, tokens = stack:prompt(4)
   stack:inject("p1", kvcache.stored { tokens = tokens })
   stack:expect_owner { tokens = tokens, pod = "p1" }
   -- The prefix is live: base-model requests for the prompt go to p1.
@@ -99,7 +77,7 @@ test("a prefix cached for the base model does not attract requests for an adapte
   expect(t:count("p2")):gt(0, "all 16 adapter requests went to p1, as if the base model's cache attracted them "
     .. "(a 1 in 65536 chance when p1 and p2 tie): " .. tostring(t))
   for _, r in ipairs(t.results) do
-    expect(scores_of(r).p1["kvcache-aware"]):is_nil(string.format("request %s for adapter %s: p1 must get no "
+    expect(stack:scores(r).p1["kvcache-aware"]):is_nil(string.format("request %s for adapter %s: p1 must get no "
       .. "kvcache-aware score from blocks cached for the base model", r.request_id, sql))
   end
 end)
@@ -116,8 +94,7 @@ test("a prefix cached for an adapter attracts requests for that adapter, and onl
   },
 }, function()
   local sql = stack:lora("sql")
-  local prompt = fresh_prompt(4)
-  local tokens = stack:tokens { model = sql, prompt = prompt }
+  local prompt, tokens = stack:prompt(4, { model = sql })
   -- What p2's engine announces after serving the prompt for the adapter.
   stack:inject("p2", kvcache.stored { tokens = tokens, lora_id = 1, lora_name = sql })
 
@@ -146,8 +123,7 @@ test("keying adapter blocks by adapter name (runtime lora_keys = lora_name) clos
   local s <close> = kvcache.stack { pods = PODS, router = ROUTER, runtime = { lora_keys = "lora_name" },
     sim = { event_batch_delay = 0.05 } }
   local sql = s:lora("sql")
-  local prompt = fresh_prompt(4)
-  local tokens = s:tokens { model = sql, prompt = prompt }
+  local prompt, tokens = s:prompt(4, { model = sql })
   -- p1 holds the prompt's prefix for the adapter, p2 for the base model.
   s:inject("p1", kvcache.stored { tokens = tokens, lora_id = 1, lora_name = sql })
   s:inject("p2", kvcache.stored { tokens = tokens })
@@ -160,16 +136,13 @@ test("keying adapter blocks by adapter name (runtime lora_keys = lora_name) clos
 
   -- The same with the sim's own events: an adapter request p2 served makes
   -- the adapter's later requests for that prompt go back to p2.
-  local served = fresh_prompt(3)
-  local r = http.request { method = "POST", url = s:pod("p2").http .. "/v1/completions",
-    json = { model = sql, prompt = served, max_tokens = 1 }, timeout = 10 }
-  expect(r and r.status):eq(200, string.format("p2 serves adapter %s sent to it directly: %s", sql,
-    r and r.body or "no answer"))
+  local served = s:prompt(3)
+  s:serve("p2", { model = sql, prompt = served })
   s:expect_owner { model = sql, prompt = served, pod = "p2" }
   s:expect_no_owner { prompt = served, pod = "p2" }
   s:expect_routed { model = sql, prompt = served, pod = "p2", n = 2, max_tokens = 1 }
 
   local scored = s:complete { model = sql, prompt = prompt, max_tokens = 1 }
-  expect(scores_of(scored).p1["kvcache-aware"]):eq(100, "p1 holds every block of the prompt for " .. sql)
+  expect(s:scores(scored).p1["kvcache-aware"]):eq(100, "p1 holds every block of the prompt for " .. sql)
   expect(scored.scores.p2["kvcache-aware"]):is_nil("p2's base-model blocks give an adapter request no score")
 end)

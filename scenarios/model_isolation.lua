@@ -21,22 +21,10 @@
 
 local kvcache = require "kvcache"
 
-local BLOCK = 16 -- blockSizeToHash of the default router configuration
 local ADAPTER = "iso-adapter"
 
 local stack = kvcache.stack { pods = { { loras = { ADAPTER } }, { loras = { ADAPTER } }, { loras = { ADAPTER } } } }
 local adapter = stack:lora(ADAPTER)
-
-local prompts = 0
-local function fresh_prompt(blocks)
-  prompts = prompts + 1
-  local words = {}
-  for i = 1, blocks * BLOCK do words[i] = string.format("mi%dw%dr%d", prompts, i, math.random(1e6)) end
-  local prompt = table.concat(words, " ")
-  local tokens = stack:tokens { prompt = prompt }
-  expect(#tokens):eq(#words, "the pods' tokenizer should give one token per word of a generated prompt")
-  return prompt, tokens
-end
 
 -- The pod's owner field on the first `blocks` blocks of the prompt under
 -- `model`'s keys, stamped now, as a runtime writes a BlockStored.
@@ -50,7 +38,7 @@ local function owned_as(model, pod, tokens, blocks)
 end
 
 test("the base model's blocks do not count for the adapter's requests", function()
-  local prompt, tokens = fresh_prompt(4)
+  local prompt, tokens = stack:prompt(4)
   stack:inject("p1", kvcache.stored { tokens = tokens })
   stack:expect_owner { tokens = tokens, pod = "p1" }
   owned_as(adapter, "p2", tokens, 2)
@@ -69,7 +57,7 @@ test("the base model's blocks do not count for the adapter's requests", function
 end)
 
 test("the adapter's blocks do not count for the base model's requests", function()
-  local prompt, tokens = fresh_prompt(4)
+  local prompt, tokens = stack:prompt(4)
   owned_as(adapter, "p1", tokens, 4)
   stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
   stack:expect_owner { tokens = tokens, pod = "p2", blocks = 2 }

@@ -18,21 +18,8 @@
 
 local kvcache = require "kvcache"
 
-local BLOCK = 16 -- blockSizeToHash of the default router configuration
-
 local stack = kvcache.stack { pods = 3 }
 local other = "other-" .. stack.namespace
-
-local prompts = 0
-local function fresh_prompt(blocks)
-  prompts = prompts + 1
-  local words = {}
-  for i = 1, blocks * BLOCK do words[i] = string.format("ni%dw%dr%d", prompts, i, math.random(1e6)) end
-  local prompt = table.concat(words, " ")
-  local tokens = stack:tokens { prompt = prompt }
-  expect(#tokens):eq(#words, "the pods' tokenizer should give one token per word of a generated prompt")
-  return prompt, tokens
-end
 
 -- Owner field `field` on the first `blocks` blocks of the prompt, stamped
 -- now, as a runtime writes a BlockStored.
@@ -45,7 +32,7 @@ local function owned_by(field, tokens, blocks)
 end
 
 test("p1 of another namespace owning a prompt gives this namespace's p1 nothing", function()
-  local prompt, tokens = fresh_prompt(4)
+  local prompt, tokens = stack:prompt(4)
   owned_by(kvcache.owner("p1", other), tokens, 4)
   stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
   stack:expect_owner { tokens = tokens, pod = "p2", blocks = 2 }
@@ -61,7 +48,7 @@ test("p1 of another namespace owning a prompt gives this namespace's p1 nothing"
   stack:expect_routed { prompt = prompt, pod = "p2", n = 2, max_tokens = 1 }
 
   -- The same write under this namespace's owner name does count.
-  local control, control_tokens = fresh_prompt(4)
+  local control, control_tokens = stack:prompt(4)
   owned_by(stack:pod("p1").owner, control_tokens, 4)
   stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(control_tokens, 2) })
   stack:expect_owner { tokens = control_tokens, pod = "p2", blocks = 2 }
@@ -69,7 +56,7 @@ test("p1 of another namespace owning a prompt gives this namespace's p1 nothing"
 end)
 
 test("the other namespace's blocks do not lengthen this p1's prefix", function()
-  local prompt, tokens = fresh_prompt(4)
+  local prompt, tokens = stack:prompt(4)
   -- This p1 owns 2 blocks; p1 of the other namespace all 4; p2 owns 3.
   stack:inject("p1", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
   owned_by(kvcache.owner("p1", other), tokens, 4)
@@ -88,7 +75,7 @@ test("the other namespace's blocks do not lengthen this p1's prefix", function()
 end)
 
 test("a bare pod name, the older owner format, matches no pod", function()
-  local prompt, tokens = fresh_prompt(4)
+  local prompt, tokens = stack:prompt(4)
   owned_by("p3", tokens, 4)
   stack:inject("p1", kvcache.stored { tokens = kvcache.prefix(tokens, 1) })
   stack:expect_owner { tokens = tokens, pod = "p1", blocks = 1 }

@@ -12,7 +12,6 @@
 -- them anyway.
 
 local kvcache = require "kvcache"
-local http = require "http"
 
 local SMALL_CACHE = 8 -- blocks of p1's sim
 
@@ -22,52 +21,22 @@ before_all(function()
   stack = kvcache.stack { pods = { { kv_cache_size = SMALL_CACHE }, {}, {} }, sim = { event_batch_delay = 0.05 } }
 end)
 
--- A prompt no other test sends: `blocks` blocks of 16 words (one token
--- each with the sim's tokenizer) and `tail` words more.
-local prompts = 0
-local function fresh_prompt(blocks, tail)
-  prompts = prompts + 1
-  local words = {}
-  for i = 1, blocks * 16 + (tail or 0) do words[i] = string.format("warm%dw%dr%d", prompts, i, math.random(1e6)) end
-  return table.concat(words, " ")
-end
-
--- Per-plugin scores come from the local router's decision log; Kthena's
--- router has none, so there the test ends here, skipped, after its routing
--- checks have passed.
-local function scores_of(r)
-  if r.scores == nil then
-    skip("per-plugin scores: this target's router has no decision log (the routing checks before passed)")
-  end
-  return r.scores
-end
-
--- Serve `prompt` on `pod` directly, bypassing the router.
-local function serve(pod, prompt)
-  local r, err = http.request { method = "POST", url = stack:pod(pod).http .. "/v1/completions",
-    json = { model = stack.model, prompt = prompt, max_tokens = 1 }, timeout = 10 }
-  expect(r and r.status):eq(200, string.format("%s serves a prompt sent to it directly: %s", pod,
-    r and r.body or tostring(err)))
-end
-
 test("a prompt a pod served is announced by its sim, and the router sends the prompt back there", function()
-  local prompt = fresh_prompt(3, 5)
-  serve("p2", prompt)
-  local tokens = stack:tokens { prompt = prompt }
+  local prompt, tokens = stack:prompt(3, { tail = 5 })
+  stack:serve("p2", { prompt = prompt })
   stack:expect_owner { tokens = tokens, pod = "p2" }
   for _, other in ipairs({ "p1", "p3" }) do stack:expect_no_owner { tokens = tokens, pod = other } end
 
   local t = stack:expect_routed { prompt = prompt, pod = "p2", n = 3, max_tokens = 1 }
   local whole, all = #tokens // 16, (#tokens + 15) // 16
-  expect(scores_of(t.results[1]).p2["kvcache-aware"]):eq(math.floor(whole / all * 100), string.format(
+  expect(stack:scores(t.results[1]).p2["kvcache-aware"]):eq(math.floor(whole / all * 100), string.format(
     "p2's sim cached the %d whole blocks of the %d-token prompt (%d blocks with its tail)", whole, #tokens, all))
 end)
 
 test("eviction: a pod whose small cache fills with other prompts loses the prompt, and the router follows", function()
-  local prompt = fresh_prompt(4)
-  local tokens = stack:tokens { prompt = prompt }
-  serve("p1", prompt)
-  serve("p2", prompt)
+  local prompt, tokens = stack:prompt(4)
+  stack:serve("p1", { prompt = prompt })
+  stack:serve("p2", { prompt = prompt })
   stack:expect_owner { tokens = tokens, pod = "p1" }
   stack:expect_owner { tokens = tokens, pod = "p2" }
   local before = stack:route { prompt = prompt, max_tokens = 1, n = 4 }
@@ -79,15 +48,15 @@ test("eviction: a pod whose small cache fills with other prompts loses the promp
   -- the engine's exact order among blocks released at about the same time.
   local filled = 0
   while filled < 2 * SMALL_CACHE do
-    local other = fresh_prompt(4)
-    serve("p1", other)
-    filled = filled + #stack:tokens { prompt = other } // 16
+    local other, other_tokens = stack:prompt(4)
+    stack:serve("p1", { prompt = other })
+    filled = filled + #other_tokens // 16
   end
   stack:expect_no_owner { tokens = tokens, pod = "p1" }
   stack:expect_owner { tokens = tokens, pod = "p2", timeout = 0.5 }
 
   local t = stack:expect_routed { prompt = prompt, pod = "p2", n = 3, max_tokens = 1 }
-  local sc = scores_of(t.results[1])
+  local sc = stack:scores(t.results[1])
   expect(sc.p2["kvcache-aware"]):eq(100, "p2 still holds all 4 blocks")
   expect(sc.p1["kvcache-aware"]):is_nil("p1 evicted the prompt and its sim said so: no score left for p1")
 end)

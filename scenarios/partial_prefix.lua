@@ -23,19 +23,6 @@ local BLOCK = 16 -- blockSizeToHash of the default router configuration
 
 local stack = kvcache.stack { pods = 3 }
 
-local prompts = 0
-local function fresh_prompt(blocks, tail)
-  prompts = prompts + 1
-  local words = {}
-  for i = 1, blocks * BLOCK + (tail or 0) do
-    words[i] = string.format("pp%dw%dr%d", prompts, i, math.random(1e6))
-  end
-  local prompt = table.concat(words, " ")
-  local tokens = stack:tokens { prompt = prompt }
-  expect(#tokens):eq(#words, "the pods' tokenizer should give one token per word of a generated prompt")
-  return prompt, tokens
-end
-
 -- The tokens of blocks first..last (1-based).
 local function blocks(tokens, first, last)
   return table.move(tokens, (first - 1) * BLOCK + 1, last * BLOCK, 1, {})
@@ -66,7 +53,7 @@ local function complete_with_ratio(prompt)
 end
 
 test("pods owning 1, 2 and 3 of 4 blocks score 25, 50 and 75; the longest prefix wins", function()
-  local prompt, tokens = fresh_prompt(4)
+  local prompt, tokens = stack:prompt(4)
   for i, pod in ipairs({ "p1", "p2", "p3" }) do
     stack:inject(pod, kvcache.stored { tokens = kvcache.prefix(tokens, i) })
     stack:expect_owner { tokens = tokens, pod = pod, blocks = i }
@@ -87,7 +74,7 @@ test("pods owning 1, 2 and 3 of 4 blocks score 25, 50 and 75; the longest prefix
 end)
 
 test("a block missing in the middle ends the match: blocks 1, 3 and 4 count as 1", function()
-  local prompt, tokens = fresh_prompt(4)
+  local prompt, tokens = stack:prompt(4)
   -- p1 owns three blocks around a gap, p2 two consecutive ones.
   stack:inject("p1", kvcache.stored { tokens = blocks(tokens, 1, 1) }, kvcache.stored { tokens = blocks(tokens, 3, 4) })
   stack:inject("p2", kvcache.stored { tokens = blocks(tokens, 1, 2) })
@@ -107,7 +94,7 @@ test("a block missing in the middle ends the match: blocks 1, 3 and 4 count as 1
 end)
 
 test("a pod without the first block gets no score, however much of the rest it owns", function()
-  local prompt, tokens = fresh_prompt(4)
+  local prompt, tokens = stack:prompt(4)
   stack:inject("p1", kvcache.stored { tokens = blocks(tokens, 1, 1) })
   stack:inject("p3", kvcache.stored { tokens = blocks(tokens, 2, 4) })
   stack:expect_owner { tokens = tokens, pod = "p1", blocks = 1 }
@@ -126,7 +113,7 @@ end)
 test("the trailing partial block counts in the total, so the owner of every full block scores below 100", function()
   -- 3 full blocks and 5 tokens: the router cuts 4 blocks, an engine
   -- announces only the 3 full ones.
-  local prompt, tokens = fresh_prompt(3, 5)
+  local prompt, tokens = stack:prompt(3, { tail = 5 })
   expect(#stack:hashes(tokens)):eq(4, "the router keeps the partial fourth block")
   stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(tokens, 3) })
   stack:expect_owner { tokens = tokens, pod = "p2" }
@@ -136,7 +123,7 @@ test("the trailing partial block counts in the total, so the owner of every full
   if r.scores then expect(r.scores.p2["kvcache-aware"]):eq(75, "int(3 / 4 * 100)") end
 
   -- 40 tokens: 2 full blocks of 3, the best is int(2 / 3 * 100) = 66.
-  prompt, tokens = fresh_prompt(2, 8)
+  prompt, tokens = stack:prompt(2, { tail = 8 })
   stack:inject("p3", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
   stack:expect_owner { tokens = tokens, pod = "p3" }
   r, ratio = complete_with_ratio(prompt)

@@ -48,30 +48,9 @@ local function weighted_stack(kv_weight, lr_weight)
   }
 end
 
--- A prompt no other test sends: `blocks` blocks of 16 words (one token
--- each with the sim's tokenizer).
-local prompts = 0
-local function fresh_prompt(blocks)
-  prompts = prompts + 1
-  local words = {}
-  for i = 1, blocks * 16 do words[i] = string.format("wgt%dw%dr%d", prompts, i, math.random(1e6)) end
-  return table.concat(words, " ")
-end
-
--- Per-plugin scores come from the local router's decision log; Kthena's
--- router has none, so there the test ends here, skipped, after its routing
--- checks have passed.
-local function scores_of(r)
-  if r.scores == nil then
-    skip("per-plugin scores: this target's router has no decision log (the routing checks before passed)")
-  end
-  return r.scores
-end
-
 -- A prompt whose every block p1 holds.
 local function cached_on_p1(s)
-  local prompt = fresh_prompt(4)
-  local tokens = s:tokens { prompt = prompt }
+  local prompt, tokens = s:prompt(4)
   s:inject("p1", kvcache.stored { tokens = tokens })
   s:expect_owner { tokens = tokens, pod = "p1" }
   return prompt
@@ -124,10 +103,10 @@ test("weights 1:1: the idle pod holding the prompt wins it; with one request in 
     expect(t:count("p1")):lt(12, "with one request in flight p1's cache no longer outweighs the idle pods "
       .. "(12 of 12 on p1 would be a 1 in 531441 chance if the three tie): " .. tostring(t))
 
-    local sc = scores_of(idle.results[1])
+    local sc = s:scores(idle.results[1])
     expect(sc.p1):eq({ ["kvcache-aware"] = 100, ["least-request"] = 100, total = 200 }, "idle p1 holding the prompt")
     expect(sc.p2):eq({ ["least-request"] = 100, total = 100 }, "idle p2")
-    sc = scores_of(t.results[1])
+    sc = s:scores(t.results[1])
     expect(sc.p1):eq({ ["kvcache-aware"] = 100, ["least-request"] = 0, total = 100 },
       "busy p1: least-request gives the only pod with a request in flight 0")
     expect(sc.p2.total):eq(100, "idle p2 ties with busy p1")
@@ -146,7 +125,7 @@ test("kvcache-aware 3, least-request 1: the cache outweighs a busy pod, until it
     for i = 1, MAX_WAITING + 1 do
       fns[i] = function()
         http.request { method = "POST", url = s:pod("p1").http .. "/v1/completions", timeout = 60,
-          json = { model = s.model, prompt = fresh_prompt(1), max_tokens = LONG, ignore_eos = true } }
+          json = { model = s.model, prompt = s:prompt(1), max_tokens = LONG, ignore_eos = true } }
       end
     end
     local stop_queue = background(fns)
@@ -174,9 +153,9 @@ test("kvcache-aware 3, least-request 1: the cache outweighs a busy pod, until it
     expect(t:count("p1")):eq(0, string.format("p1 has %d or more requests waiting, so the least-request filter "
       .. "takes it out whatever its cache: %s", MAX_WAITING, tostring(t)))
 
-    expect(scores_of(busy.results[1]).p1):eq({ ["kvcache-aware"] = 100, ["least-request"] = 0, total = 300 },
+    expect(s:scores(busy.results[1]).p1):eq({ ["kvcache-aware"] = 100, ["least-request"] = 0, total = 300 },
       "busy p1: 3 x 100 + 1 x 0 beats the idle pods' 1 x 100")
-    expect(scores_of(t.results[1]).p1):is_nil("a filtered pod is not scored")
+    expect(s:scores(t.results[1]).p1):is_nil("a filtered pod is not scored")
     expect(t.results[1].decision.candidates):eq({ "p2", "p3" }, "the filter left p2 and p3 only")
   end)
 
@@ -192,8 +171,8 @@ test("kvcache-aware 1, least-request 3: a busy pod holding the prompt loses it t
   expect(t:count("p1")):eq(0, "with a request in flight p1's cache (1 x 100) loses to idle pods' load score "
     .. "(3 x 100): " .. tostring(t))
 
-  expect(scores_of(idle.results[1]).p1.total):eq(400, "idle p1: 1 x 100 + 3 x 100")
-  local sc = scores_of(t.results[1])
+  expect(s:scores(idle.results[1]).p1.total):eq(400, "idle p1: 1 x 100 + 3 x 100")
+  local sc = s:scores(t.results[1])
   expect(sc.p1.total):eq(100, "busy p1: 1 x 100 + 3 x 0")
   expect(sc.p2.total):eq(300, "idle p2: 3 x 100")
 end)
@@ -212,7 +191,7 @@ test("kvcache-aware alone refuses a prompt no pod holds with 503, as Kthena does
         },
       },
     }
-    local cold = assert(s:complete { prompt = fresh_prompt(2), max_tokens = 1 })
+    local cold = assert(s:complete { prompt = s:prompt(2), max_tokens = 1 })
     expect(cold.status):eq(503, "Kthena's scheduler keeps only scored pods; with kvcache-aware alone a prompt "
       .. "nobody holds scores nowhere and the request fails: " .. cold.body)
     expect(cold.body):contains("request to all pods failed", "Kthena's error for a request no pod was scored for")
@@ -220,8 +199,7 @@ test("kvcache-aware alone refuses a prompt no pod holds with 503, as Kthena does
       .. "; Kthena's documentation pairs it with least-request")
 
     -- A prompt one pod holds is served there.
-    local prompt = fresh_prompt(2)
-    local tokens = s:tokens { prompt = prompt }
+    local prompt, tokens = s:prompt(2)
     s:inject("p2", kvcache.stored { tokens = tokens })
     s:expect_owner { tokens = tokens, pod = "p2" }
     s:expect_routed { prompt = prompt, pod = "p2", n = 2, max_tokens = 1 }

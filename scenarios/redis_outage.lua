@@ -26,13 +26,6 @@ local SCALE = tonumber(os.getenv("KVENGINE_TIME_SCALE") or "") or 1
 local ERRORS = "kthena_router_kvcache_aware_errors_total"
 local QUIET_SIMS = { event_batch_delay = 3600, event_batch_size = 1000000 }
 
--- A prompt of three full blocks (the sim's tokenizer: one token per word).
-local function prompt_of(tag)
-  local words = {}
-  for i = 1, 48 do words[i] = tag .. i end
-  return table.concat(words, " ")
-end
-
 -- The router's count of kvcache-aware failures at `stage` for the stack's model.
 local function errors_at(s, stage)
   local m = assert(s:metrics())
@@ -46,7 +39,7 @@ local function p2_owns(s, prompt)
   s:inject("p2", kvcache.stored { tokens = tokens }, { timeout = 10 * SCALE })
   s:expect_owner { tokens = tokens, pod = "p2" }
   local t = s:expect_routed { prompt = prompt, pod = "p2", max_tokens = 1 }
-  expect(t.results[1].scores.p2["kvcache-aware"]):eq(100, "p2 holds every block of the prompt")
+  expect(s:scores(t.results[1]).p2["kvcache-aware"]):eq(100, "p2 holds every block of the prompt")
 end
 
 -- n requests for the prompt: every one served (status 200), none scored by
@@ -71,7 +64,7 @@ end
 test("Redis down: every request is still served through least-request, and each failure is counted (stage=redis)",
   function()
     local s <close> = kvcache.stack { pods = 3, sim = QUIET_SIMS }
-    local prompt = prompt_of("outage")
+    local prompt = s:prompt(3, { tag = "outage" })
     p2_owns(s, prompt)
     local before = errors_at(s, "redis")
     s:stop_redis()
@@ -82,7 +75,7 @@ test("Redis down: every request is still served through least-request, and each 
 
 test("Redis back, empty: once ownership is written again the router scores it, without a restart", function()
   local s <close> = kvcache.stack { pods = 3, sim = QUIET_SIMS }
-  local prompt = prompt_of("comeback")
+  local prompt = s:prompt(3, { tag = "comeback" })
   p2_owns(s, prompt)
   s:stop_redis()
   served_unscored(s, prompt, 1, "while Redis is down")
@@ -96,7 +89,7 @@ end)
 test("Redis down when the router starts: no cache scoring, even once Redis is back, until the router restarts",
   function()
     local s <close> = kvcache.stack { pods = 3, sim = QUIET_SIMS }
-    local prompt = prompt_of("coldstart")
+    local prompt = s:prompt(3, { tag = "coldstart" })
     s:stop_redis()
     s:restart_router() -- its one PING fails: Kthena leaves the Redis client unset
     s:start_redis()

@@ -18,17 +18,6 @@ local BLOCK = 16 -- blockSizeToHash of the default router configuration
 
 local stack = kvcache.stack { pods = 3 }
 
-local prompts = 0
-local function fresh_prompt(blocks)
-  prompts = prompts + 1
-  local words = {}
-  for i = 1, blocks * BLOCK do words[i] = string.format("rf%dw%dr%d", prompts, i, math.random(1e6)) end
-  local prompt = table.concat(words, " ")
-  local tokens = stack:tokens { prompt = prompt }
-  expect(#tokens):eq(#words, "the pods' tokenizer should give one token per word of a generated prompt")
-  return prompt, tokens
-end
-
 -- Restart the pod; returns its new start second. Each test restarts a pod
 -- of its own: on a cluster, containers restarted again soon back off.
 local function restart(pod)
@@ -52,7 +41,7 @@ local function owned_at(pod, tokens, ts)
 end
 
 test("ownership written before a restart no longer counts, though Redis still holds it", function()
-  local prompt, tokens = fresh_prompt(4)
+  local prompt, tokens = stack:prompt(4)
   stack:inject("p1", kvcache.stored { tokens = tokens })
   stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
   stack:expect_owner { tokens = tokens, pod = "p1" }
@@ -75,8 +64,8 @@ end)
 
 test("ownership stamped in the restart second is stale; one second later it counts", function()
   local started = restart("p3")
-  local in_second, in_second_tokens = fresh_prompt(4)
-  local after, after_tokens = fresh_prompt(4)
+  local in_second, in_second_tokens = stack:prompt(4)
+  local after, after_tokens = stack:prompt(4)
   -- p2 holds half of each prompt, freshly; p3's fields differ only in their second.
   for _, tokens in ipairs({ in_second_tokens, after_tokens }) do
     stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
@@ -97,7 +86,7 @@ test("ownership stamped in the restart second is stale; one second later it coun
 end)
 
 test("blocks a restarted pod announces after it came back count again", function()
-  local prompt, tokens = fresh_prompt(4)
+  local prompt, tokens = stack:prompt(4)
   stack:inject("p2", kvcache.stored { tokens = tokens })
   stack:expect_owner { tokens = tokens, pod = "p2" }
   local started = restart("p2")

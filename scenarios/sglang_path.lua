@@ -11,7 +11,6 @@
 -- silently lose their cache score; this file walks each link.
 
 local kvcache = require "kvcache"
-local http = require "http"
 
 local stack
 
@@ -19,26 +18,6 @@ before_all(function()
   stack = kvcache.stack { pods = { { engine = "sglang" }, { engine = "sglang" }, { engine = "sglang" } },
     sim = { event_batch_delay = 0.05 } }
 end)
-
--- Text no other test sends: `words` words (one token each with the sim's
--- tokenizer).
-local texts = 0
-local function fresh_text(words)
-  texts = texts + 1
-  local out = {}
-  for i = 1, words do out[i] = string.format("sgl%dw%dr%d", texts, i, math.random(1e6)) end
-  return table.concat(out, " ")
-end
-
--- Per-plugin scores come from the local router's decision log; Kthena's
--- router has none, so there the test ends here, skipped, after its routing
--- checks have passed.
-local function scores_of(r)
-  if r.scores == nil then
-    skip("per-plugin scores: this target's router has no decision log (the routing checks before passed)")
-  end
-  return r.scores
-end
 
 -- A router counter or histogram count, for this stack's model.
 local function router_metric(name, labels)
@@ -57,13 +36,12 @@ test("the router tokenizes text and chat prompts at the SGLang port and follows 
   local errors = router_metric("kthena_router_kvcache_aware_errors_total", { stage = "tokenize" })
   local tokenized = router_metric("kthena_router_kvcache_aware_tokenize_duration_seconds_count")
 
-  local prompt = fresh_text(48)
-  local tokens = stack:tokens { prompt = prompt } -- asked with SGLang's text body
+  local prompt, tokens = stack:prompt(3) -- tokens asked with SGLang's text body
   stack:inject("p2", kvcache.stored { tokens = tokens })
   stack:expect_owner { tokens = tokens, pod = "p2" }
   local text = stack:expect_routed { prompt = prompt, pod = "p2", n = 2, max_tokens = 1 }
 
-  local messages = { { role = "system", content = fresh_text(20) }, { role = "user", content = fresh_text(30) } }
+  local messages = { { role = "system", content = stack:text(20) }, { role = "user", content = stack:text(30) } }
   local chat = stack:tokens { messages = messages } -- asked with SGLang's chat body
   stack:inject("p3", kvcache.stored { tokens = kvcache.prefix(chat, #chat // 16) })
   stack:expect_owner { messages = messages, pod = "p3" }
@@ -73,13 +51,13 @@ test("the router tokenizes text and chat prompts at the SGLang port and follows 
     "no tokenize error: the router reached the SGLang pods' tokenizer port and they accepted its requests")
   expect(router_metric("kthena_router_kvcache_aware_tokenize_duration_seconds_count")):ge(tokenized + 4,
     "each of the 4 requests was tokenized")
-  expect(scores_of(text.results[1]).p2["kvcache-aware"]):eq(100, "p2 holds every block of the text prompt")
-  expect(scores_of(routed.results[1]).p3["kvcache-aware"]):eq(math.floor((#chat // 16) / ((#chat + 15) // 16) * 100),
+  expect(stack:scores(text.results[1]).p2["kvcache-aware"]):eq(100, "p2 holds every block of the text prompt")
+  expect(stack:scores(routed.results[1]).p3["kvcache-aware"]):eq(math.floor((#chat // 16) / ((#chat + 15) // 16) * 100),
     string.format("p3 holds the whole blocks of the %d-token chat prompt", #chat))
 end)
 
 test("SGLang's events reach Redis, with the engine-hash mapping under sglang:kv:block:", function()
-  local tokens = stack:tokens { prompt = fresh_text(32) }
+  local _, tokens = stack:prompt(2)
   local stored = kvcache.stored { tokens = tokens } -- published in SGLang's dialect, as p1's engine would
   local std = stack:hashes(tokens)
   stack:inject("p1", stored)
@@ -112,11 +90,9 @@ test("SGLang's events reach Redis, with the engine-hash mapping under sglang:kv:
 end)
 
 test("a prompt an SGLang pod served is announced by its engine and routed back to it", function()
-  local prompt = fresh_text(40)
+  local prompt = stack:prompt(2, { tail = 8 })
   local pod = stack:pod("p1")
-  local r, err = http.request { method = "POST", url = pod.http .. "/v1/completions",
-    json = { model = stack.model, prompt = prompt, max_tokens = 1 }, timeout = 10 }
-  expect(r and r.status):eq(200, "p1 serves the prompt sent to it directly: " .. (r and r.body or tostring(err)))
+  stack:serve("p1", { prompt = prompt })
 
   local tokens = stack:tokens { prompt = prompt }
   stack:expect_owner { tokens = tokens, pod = "p1" }
@@ -125,6 +101,6 @@ test("a prompt an SGLang pod served is announced by its engine and routed back t
   expect(#maps):ge(#tokens // 16, "p1's runtime keeps a sglang:kv:block: mapping per block its engine announced")
   local t = stack:expect_routed { prompt = prompt, pod = "p1", n = 2, max_tokens = 1 }
   local whole, all = #tokens // 16, (#tokens + 15) // 16
-  expect(scores_of(t.results[1]).p1["kvcache-aware"]):eq(math.floor(whole / all * 100), string.format(
+  expect(stack:scores(t.results[1]).p1["kvcache-aware"]):eq(math.floor(whole / all * 100), string.format(
     "p1's engine cached the %d whole blocks of a %d-token prompt (%d blocks with the tail)", whole, #tokens, all))
 end)

@@ -29,12 +29,6 @@ local QUIET_SIMS = { event_batch_delay = 3600, event_batch_size = 1000000 }
 
 local stack
 
-local function prompt_of(tag)
-  local words = {}
-  for i = 1, 48 do words[i] = tag .. i end
-  return table.concat(words, " ")
-end
-
 local function errors_at(stage)
   local m = assert(stack:metrics())
   return m:get(ERRORS, { model = stack.model, stage = stage })
@@ -47,7 +41,7 @@ local function p1_owns(req)
   stack:inject("p1", kvcache.stored { tokens = kvcache.prefix(tokens, #tokens // 16) })
   stack:expect_owner { tokens = tokens, pod = "p1" }
   local t = stack:expect_routed { prompt = req.prompt, messages = req.messages, pod = "p1", max_tokens = 1 }
-  expect(t.results[1].scores.p1["kvcache-aware"]):gt(0, "p1 holds the prompt's full blocks")
+  expect(stack:scores(t.results[1]).p1["kvcache-aware"]):gt(0, "p1 holds the prompt's full blocks")
 end
 
 -- A served request without any cache score, least-request scoring every pod.
@@ -70,7 +64,7 @@ after_each(function()
 end)
 
 test("every /tokenize answering 500: requests are served through least-request, each failure counted", function()
-  local prompt = prompt_of("fivehundred")
+  local prompt = stack:prompt(3, { tag = "fivehundred" })
   p1_owns { prompt = prompt }
   local before = errors_at("tokenize")
   for _, pod in ipairs(PODS) do stack:fault(pod, { tokenize = 500 }) end
@@ -89,7 +83,7 @@ test("every /tokenize answering 500: requests are served through least-request, 
 end)
 
 test("one pod's /tokenize failing: only the requests it was asked to tokenize lose the cache score", function()
-  local prompt = prompt_of("onebad")
+  local prompt = stack:prompt(3, { tag = "onebad" })
   p1_owns { prompt = prompt }
   stack:fault("p2", { tokenize = 500 })
   local before = errors_at("tokenize")
@@ -116,7 +110,7 @@ end)
 
 test("a /tokenize that hangs: each chat request is served unscored after Kthena's 10 s budget", { timeout = 40 },
   function()
-    local messages = { { role = "user", content = prompt_of("hang") } }
+    local messages = { { role = "user", content = stack:text(48, { tag = "hang" }) } }
     p1_owns { messages = messages }
     local before = errors_at("tokenize")
     for _, pod in ipairs(PODS) do stack:fault(pod, { tokenize = "timeout" }) end
