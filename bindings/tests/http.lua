@@ -3,6 +3,7 @@
 -- sockets from a Python peer (malformed input, limits, disconnects,
 -- pipelining), always checking that the server still answers afterwards.
 
+local fs = require "fs"
 local http = require "http"
 local json = require "json"
 local has_proc, proc = pcall(require, "proc")
@@ -659,12 +660,8 @@ end)
 
 test("client against python -m http.server (files, keep-alive off)", function()
   need_python()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p " .. dir))
-  local f = assert(io.open(dir .. "/file.txt", "w"))
-  f:write("file contents\n")
-  f:close()
+  local dir = fs.tmpdir()
+  fs.write(dir .. "/file.txt", "file contents\n")
   local p <close>, port = python_server { PY, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1",
     "--directory", dir }
   local base = "http://127.0.0.1:" .. port
