@@ -8,7 +8,11 @@
  *   c:pcall(...)                        -> reply | nil, "redis: <error>"
  *   c:hgetall(key)                      -> {field = value}
  *   c:pipeline(function(p) p:call(...) ... end) -> {reply, ...}
+ *   c:pipeline(fn, {replies = "errors"})  -> nerrors, first_error | nil
  *   c:close()
+ *   local b = redis.batch()             commands collected ahead of sending
+ *   b:call(cmd, ...), b:callf(format, ...) -> index of its reply; #b
+ *   c:pipeline(b [, {replies = ...}])   sends b (again each time it is given)
  *   redis.null (a unique sentinel), redis.version ("hiredis 0.14.1")
  *
  * Replies: status and bulk strings -> string, integer -> integer, nil ->
@@ -18,11 +22,25 @@
  * holes).  Arguments are strings (binary-safe) or numbers (integers in
  * decimal, floats in the shortest form that reads back the same).
  *
+ * Pipelines: p:call(...) in fn (and b:call on a batch) checks and formats
+ * the command at once, into one buffer that is handed to hiredis as is.
+ * p:callf / b:callf build a command from hiredis's format syntax without
+ * making Lua strings: spaces separate the arguments, %s inserts a string or
+ * number, %d an integer, %u an integer as unsigned 64 bits (a hash above
+ * 2^63), %% a percent sign; p:callf("SET %s%u %d", prefix, hash, value).
+ * Option replies = "errors" (the default is "all") reads every reply but
+ * keeps only the error replies: the pipeline returns how many there were
+ * and the first one's message (nil when none), and builds no Lua value for
+ * the others.  A batch from redis.batch() is a pipeline's p made ahead of
+ * time: it is filled outside any call, sent by c:pipeline(b) as often as
+ * wanted (on any connection), and keeps its commands; p itself takes no
+ * commands once its pipeline was sent.
+ *
  * How it sits in the loop: hiredis's async API over a libuv poll handle on
  * the connection's socket.  Each call (a command, a pipeline, or the connect
  * handshake) is a `call` record: it yields the calling task on a kv_wait and
  * arms a libuv timer, because hiredis 0.14 has no command timeouts.  hiredis
- * callbacks only copy replies into the record; the task is woken after
+ * callbacks only keep replies in the record; the task is woken after
  * hiredis has returned to the poll callback (or, for outcomes decided
  * outside hiredis, from the call's own timer restarted at 0 ms), so Lua
  * never runs inside a hiredis callback and whatever Lua does next (close,
@@ -43,7 +61,10 @@
  * poll error (status < 0), and libuv has already stopped the handle by then
  * (it does so on POLLERR, for example a refused connect or a reset), so the
  * connection would hang forever.  Ours lets hiredis find the socket's error
- * and drops the connection if hiredis does not.
+ * and drops the connection if hiredis does not.  It also applies what hiredis
+ * asks for (write events with every command, none once its buffer is
+ * written, which flush_now does at once) only before the loop polls, and
+ * only when it changed: each uv_poll_start costs epoll_ctl calls.
  *
  * Memory: a connection (`conn`) outlives its userdata while hiredis or a
  * call still points at it (a reference count); a call outlives its task's
@@ -72,15 +93,13 @@ static const char null_key = 'n'; /* registry key of redis.null */
 typedef struct conn conn;
 typedef struct call call;
 
-/* A reply copied out of hiredis, which frees its own after the callback. */
-typedef struct reply {
-  int type;
-  long long integer;
-  size_t len;
-  char *str;
-  size_t n;
-  struct reply **elem;
-} reply;
+/*
+ * Replies are hiredis's own objects, kept past their callback: hiredis frees
+ * each reply after calling back, through its reader's freeObject, which
+ * every context gets from `reply_fns` below (hiredis's own functions but
+ * for freeObject, which spares the one reply just kept).
+ */
+typedef redisReply reply;
 
 /* What a call hands back to Lua. */
 enum call_kind { K_CALL, K_PCALL, K_HGETALL, K_PIPELINE, K_CONNECT };
@@ -95,16 +114,21 @@ struct call {
   int settled;      /* outcome known; the timer (at 0 ms) only delivers it */
   call *ready_next; /* in the ready list (settled inside hiredis) */
   int n, got;       /* replies expected and received */
-  reply **replies;
-  char *err; /* failure, without the "redis: " prefix */
+  reply **replies;  /* NULL when only errors are kept */
+  int nerr;         /* error replies (when only errors are kept) */
+  char *first_err;  /* the first one's message */
+  char *err;        /* failure, without the "redis: " prefix */
 };
 
 /* The libuv side of one hiredis context. */
 typedef struct adapter {
   uv_poll_t poll;
+  uv_prepare_t sync;     /* gives the poll handle `events` before the loop polls */
   redisAsyncContext *ac; /* NULL once hiredis has cleaned up */
   conn *c;
-  int events;
+  int events;  /* what hiredis asks for */
+  int polled;  /* what the poll handle was last started with */
+  int handles; /* not yet closed */
 } adapter;
 
 struct conn {
@@ -138,6 +162,15 @@ static char *xstrdup(const char *s) {
   return d;
 }
 
+static char *xstrndup(const char *s, size_t n) {
+  char *d = malloc(n + 1);
+  if (!d)
+    abort();
+  memcpy(d, s, n);
+  d[n] = '\0';
+  return d;
+}
+
 static char *xprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static char *xprintf(const char *fmt, ...) {
@@ -153,39 +186,33 @@ static char *xprintf(const char *fmt, ...) {
 /* ---------------------------------------------------------------- replies */
 
 static void reply_free(reply *r) {
-  if (!r)
-    return;
-  for (size_t i = 0; i < r->n; i++)
-    reply_free(r->elem[i]);
-  free(r->elem);
-  free(r->str);
-  free(r);
+  if (r)
+    freeReplyObject(r);
 }
 
-/* Deep copy of a hiredis reply (hiredis frees the original on return). */
-static reply *reply_copy(const redisReply *h) {
-  reply *r = calloc(1, sizeof *r);
-  if (!r)
-    abort();
-  r->type = h->type;
-  r->integer = h->integer;
-  if (h->str) {
-    r->len = h->len;
-    r->str = malloc(h->len + 1);
-    if (!r->str)
-      abort();
-    memcpy(r->str, h->str, h->len);
-    r->str[h->len] = '\0';
-  }
-  if (h->type == REDIS_REPLY_ARRAY && h->elements > 0) {
-    r->n = h->elements;
-    r->elem = calloc(h->elements, sizeof *r->elem);
-    if (!r->elem)
-      abort();
-    for (size_t i = 0; i < h->elements; i++)
-      r->elem[i] = reply_copy(h->element[i]);
-  }
+static void *kept;                          /* the reply a callback keeps */
+static redisReplyObjectFunctions reply_fns; /* hiredis's, freeObject aside */
+
+static void reply_free_unless_kept(void *r) {
+  if (r == kept)
+    kept = NULL;
+  else
+    freeReplyObject(r);
+}
+
+/* Keep r, which hiredis would free as soon as its callback returns. */
+static reply *reply_keep(void *r) {
+  kept = r;
   return r;
+}
+
+/* Make ac's reader leave the replies that callbacks keep. */
+static void reader_keep_replies(redisAsyncContext *ac) {
+  if (!reply_fns.freeObject) {
+    reply_fns = *ac->c.reader->fn;
+    reply_fns.freeObject = reply_free_unless_kept;
+  }
+  ac->c.reader->fn = &reply_fns;
 }
 
 static void push_null(lua_State *L) { lua_rawgetp(L, LUA_REGISTRYINDEX, &null_key); }
@@ -211,9 +238,9 @@ static void push_reply(lua_State *L, const reply *r, int nested) {
     lua_pushinteger(L, (lua_Integer)r->integer);
     break;
   case REDIS_REPLY_ARRAY:
-    lua_createtable(L, (int)r->n, 0);
-    for (size_t i = 0; i < r->n; i++) {
-      push_reply(L, r->elem[i], 1);
+    lua_createtable(L, (int)r->elements, 0);
+    for (size_t i = 0; i < r->elements; i++) {
+      push_reply(L, r->element[i], 1);
       lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     break;
@@ -315,7 +342,9 @@ static void conn_close(kv_resource *r) {
 static void deliver_ready(void);
 
 static void adapter_closed(uv_handle_t *h) {
-  adapter *a = (adapter *)h;
+  adapter *a = h->data;
+  if (--a->handles > 0)
+    return;
   conn_unref(a->c);
   free(a);
 }
@@ -338,7 +367,7 @@ static void adapter_poll_error(adapter *a, int status) {
 }
 
 static void adapter_poll(uv_poll_t *h, int status, int events) {
-  adapter *a = (adapter *)h;
+  adapter *a = h->data;
   if (!a->ac)
     return;
   if (status < 0) {
@@ -348,17 +377,34 @@ static void adapter_poll(uv_poll_t *h, int status, int events) {
   in_hiredis++;
   if (a->ac && (events & UV_READABLE))
     redisAsyncHandleRead(a->ac);
-  if (a->ac && (events & UV_WRITABLE))
+  if (a->ac && (events & UV_WRITABLE) && (a->events & UV_WRITABLE))
     redisAsyncHandleWrite(a->ac);
   in_hiredis--;
   deliver_ready(); /* a and its context may be gone after this */
 }
 
-static void adapter_update(adapter *a) {
+/* Before the loop polls: start or stop the poll handle as hiredis asked. */
+static void adapter_sync(uv_prepare_t *h) {
+  adapter *a = h->data;
+  uv_prepare_stop(h);
+  if (!a->ac || (a->events == a->polled && uv_is_active((uv_handle_t *)&a->poll) == !!a->events))
+    return;
+  a->polled = a->events;
   if (a->events)
     uv_poll_start(&a->poll, a->events, adapter_poll);
   else
     uv_poll_stop(&a->poll);
+}
+
+/*
+ * hiredis asks for write events with each command and drops them once its
+ * buffer is written, which flush_now does at once.  Each uv_poll_start costs
+ * epoll_ctl calls, so what hiredis asks for is applied once, before the loop
+ * next polls, and only when it has changed by then.
+ */
+static void adapter_update(adapter *a) {
+  if (!uv_is_active((uv_handle_t *)&a->sync))
+    uv_prepare_start(&a->sync, adapter_sync);
 }
 
 static void adapter_add_read(void *p) {
@@ -390,6 +436,7 @@ static void adapter_cleanup(void *p) {
   adapter *a = p;
   a->ac = NULL;
   uv_close((uv_handle_t *)&a->poll, adapter_closed);
+  uv_close((uv_handle_t *)&a->sync, adapter_closed);
 }
 
 /* Attach ac to the loop; the adapter holds a reference to c until closed. */
@@ -401,6 +448,9 @@ static int adapter_attach(conn *c, redisAsyncContext *ac) {
     free(a);
     return -1;
   }
+  uv_prepare_init(kv_loop(), &a->sync);
+  a->poll.data = a->sync.data = a;
+  a->handles = 2;
   a->ac = ac;
   a->c = c;
   c->refs++;
@@ -431,9 +481,10 @@ static void on_disconnect(const redisAsyncContext *ac, int status) {
 static void call_unref(call *k) {
   if (--k->refs > 0)
     return;
-  for (int i = 0; i < k->got; i++)
+  for (int i = 0; k->replies && i < k->got; i++)
     reply_free(k->replies[i]);
   free(k->replies);
+  free(k->first_err);
   free(k->err);
   conn_unref(k->c);
   free(k);
@@ -560,14 +611,19 @@ static void call_cancel(kv_wait *w) {
 
 static void call_dispose(kv_wait *w) { call_unref(*(call **)kv_wait_data(w)); }
 
-/* A new call on c expecting n replies, waited for by w, its timer armed. */
-static call *call_new(conn *c, kv_wait *w, enum call_kind kind, int n) {
+/*
+ * A new call on c expecting n replies, waited for by w, its timer armed;
+ * keep_replies = 0: only the error replies are counted, the first kept.
+ */
+static call *call_new(conn *c, kv_wait *w, enum call_kind kind, int n, int keep_replies) {
   call *k = calloc(1, sizeof *k);
   if (!k)
     abort();
-  k->replies = calloc((size_t)(n > 0 ? n : 1), sizeof *k->replies);
-  if (!k->replies)
-    abort();
+  if (keep_replies) {
+    k->replies = calloc((size_t)(n > 0 ? n : 1), sizeof *k->replies);
+    if (!k->replies)
+      abort();
+  }
   k->c = c;
   c->refs++;
   k->w = w;
@@ -597,8 +653,12 @@ static void reply_received(redisAsyncContext *ac, void *r, void *privdata) {
     if (!r) {
       conn_gone(k->c, "connection lost", ac->err ? ac->errstr : NULL);
     } else if (k->got < k->n) {
-      k->replies[k->got++] = reply_copy(r);
-      if (k->got == k->n)
+      const redisReply *h = r;
+      if (k->replies)
+        k->replies[k->got] = reply_keep(r);
+      else if (h->type == REDIS_REPLY_ERROR && k->nerr++ == 0)
+        k->first_err = xstrndup(h->str ? h->str : "", h->str ? h->len : 0);
+      if (++k->got == k->n)
         call_settle(k, NULL);
     }
   }
@@ -606,21 +666,24 @@ static void reply_received(redisAsyncContext *ac, void *r, void *privdata) {
 }
 
 /* Commands hiredis 0.14 treats specially: their callbacks fire many times. */
-static int command_unsupported(const char *name) {
-  if (!strchr("spumSPUM", name[0]) || !name[0])
-    return 0; /* the common case, without seven comparisons */
-  static const char *const names[] = {"subscribe",    "psubscribe",   "ssubscribe", "unsubscribe",
-                                      "punsubscribe", "sunsubscribe", "monitor",    NULL};
-  for (int i = 0; names[i]; i++)
-    if (strcasecmp(name, names[i]) == 0)
+static int command_unsupported(const char *name, size_t len) {
+  static const struct {
+    const char *name;
+    size_t len;
+  } names[] = {{"subscribe", 9},     {"psubscribe", 10},   {"ssubscribe", 10}, {"unsubscribe", 11},
+               {"punsubscribe", 12}, {"sunsubscribe", 12}, {"monitor", 7}};
+  if (len < 7 || len > 12)
+    return 0; /* the common case, without a comparison */
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (len == names[i].len && strncasecmp(name, names[i].name, len) == 0)
       return 1;
   return 0;
 }
 
-/* Queue one command for k; on failure settle k and drop the connection. */
-static int call_send(call *k, int argc, const char **argv, const size_t *lens) {
+/* Queue one formatted command for k; on failure settle k and drop the connection. */
+static int call_send(call *k, const char *cmd, size_t len) {
   conn *c = k->c;
-  if (c->ac && redisAsyncCommandArgv(c->ac, reply_received, k, argc, argv, lens) == REDIS_OK) {
+  if (c->ac && redisAsyncFormattedCommand(c->ac, reply_received, k, cmd, len) == REDIS_OK) {
     k->refs++;
     return 0;
   }
@@ -632,67 +695,311 @@ static int call_send(call *k, int argc, const char **argv, const size_t *lens) {
   return -1;
 }
 
-/* ------------------------------------------------------------- arguments */
-
-/* Replace the number at index i by its decimal (or shortest float) text. */
-static void number_to_string(lua_State *L, int i) {
-  char buf[64];
-  if (lua_isinteger(L, i)) {
-    snprintf(buf, sizeof buf, "%lld", (long long)lua_tointeger(L, i));
-  } else {
-    double x = (double)lua_tonumber(L, i);
-    for (int prec = 15; prec <= 17; prec++) {
-      snprintf(buf, sizeof buf, "%.*g", prec, x);
-      if (strtod(buf, NULL) == x || isnan(x))
-        break;
-    }
-  }
-  lua_pushstring(L, buf);
-  lua_replace(L, i);
-}
-
-typedef struct argv_buf {
-  int argc;
-  const char **argv;
-  size_t *lens;
-} argv_buf;
+/* --------------------------------------------------------------- batches */
 
 /*
- * Check the arguments at stack indices first..last: strings stay, numbers
- * are replaced by their text, anything else raises, and so does a command
- * this client cannot run.
+ * Commands formatted as they are added, in the wire protocol (RESP), so
+ * that sending is a copy: buf holds them back to back and ends[i] is where
+ * command i ends.  Both arrays are malloc'd.  A batch done with them hands
+ * them to a one-slot cache that the next batch starts from, so a steady
+ * stream of pipelines allocates nothing here.
  */
-static void check_args(lua_State *L, int first, int last) {
+typedef struct batch {
+  int n;      /* commands */
+  int sealed; /* a c:pipeline(fn) batch once fn has returned */
+  char *buf;
+  size_t len, cap;
+  size_t *ends;
+  size_t ends_cap;
+} batch;
+
+enum { SPARE_MAX = 1 << 20 }; /* larger buffers are freed, not cached */
+
+static char *spare_buf;
+static size_t spare_cap;
+static size_t *spare_ends;
+static size_t spare_ends_cap;
+
+/* Give b's storage to the cache (or free it); b is empty afterwards. */
+static void batch_release(batch *b) {
+  if (b->buf && !spare_buf && b->cap <= SPARE_MAX) {
+    spare_buf = b->buf;
+    spare_cap = b->cap;
+  } else {
+    free(b->buf);
+  }
+  if (b->ends && !spare_ends && b->ends_cap * sizeof *b->ends <= SPARE_MAX) {
+    spare_ends = b->ends;
+    spare_ends_cap = b->ends_cap;
+  } else {
+    free(b->ends);
+  }
+  b->buf = NULL;
+  b->ends = NULL;
+  b->n = 0;
+  b->len = b->cap = b->ends_cap = 0;
+}
+
+static size_t grown(size_t cap, size_t need, size_t first) {
+  if (cap == 0)
+    cap = first;
+  while (cap < need)
+    cap *= 2;
+  return cap;
+}
+
+/* Room in b for `more` bytes from offset `at`; returns where they go. */
+static char *batch_room_at(batch *b, size_t at, size_t more) {
+  if (!b->buf && spare_buf) {
+    b->buf = spare_buf;
+    b->cap = spare_cap;
+    spare_buf = NULL;
+  }
+  if (b->cap < at || b->cap - at < more) {
+    b->cap = grown(b->cap, at + more, 4096);
+    b->buf = realloc(b->buf, b->cap);
+    if (!b->buf)
+      abort();
+  }
+  return b->buf + at;
+}
+
+/* Room in b for `more` bytes after what it holds. */
+static char *batch_room(batch *b, size_t more) { return batch_room_at(b, b->len, more); }
+
+/* The command just written up to p ends there. */
+static void batch_end_command(batch *b, const char *p) {
+  b->len = (size_t)(p - b->buf);
+  if (!b->ends && spare_ends) {
+    b->ends = spare_ends;
+    b->ends_cap = spare_ends_cap;
+    spare_ends = NULL;
+  }
+  if ((size_t)b->n == b->ends_cap) {
+    b->ends_cap = grown(b->ends_cap, b->ends_cap + 1, 64);
+    b->ends = realloc(b->ends, b->ends_cap * sizeof *b->ends);
+    if (!b->ends)
+      abort();
+  }
+  b->ends[b->n++] = b->len;
+}
+
+/* Write "<c><v>\r\n" at p; returns the end. */
+static char *put_header(char *p, char c, size_t v) {
+  char digits[24], *d = digits + sizeof digits;
+  do
+    *--d = (char)('0' + v % 10);
+  while (v /= 10);
+  *p++ = c;
+  size_t n = (size_t)(digits + sizeof digits - d);
+  memcpy(p, d, n);
+  p += n;
+  *p++ = '\r';
+  *p++ = '\n';
+  return p;
+}
+
+/* Write one argument (a bulk string) at p; returns the end. */
+static char *put_arg(char *p, const char *s, size_t len) {
+  p = put_header(p, '$', len);
+  memcpy(p, s, len);
+  p += len;
+  *p++ = '\r';
+  *p++ = '\n';
+  return p;
+}
+
+enum { ARG_OVERHEAD = 32, NUMBER_MAX = 64 }; /* "$<len>\r\n...\r\n"; a number's text */
+
+/* Append a command of C strings (the connect handshake's). */
+static void batch_add_strings(batch *b, int argc, const char *const *argv) {
+  size_t more = ARG_OVERHEAD;
+  for (int i = 0; i < argc; i++)
+    more += strlen(argv[i]) + ARG_OVERHEAD;
+  char *p = put_header(batch_room(b, more), '*', (size_t)argc);
+  for (int i = 0; i < argc; i++)
+    p = put_arg(p, argv[i], strlen(argv[i]));
+  batch_end_command(b, p);
+}
+
+/* Two decimal digits at a time: "00" to "99". */
+static const char digit_pairs[] = "00010203040506070809101112131415161718192021222324"
+                                  "25262728293031323334353637383940414243444546474849"
+                                  "50515253545556575859606162636465666768697071727374"
+                                  "75767778798081828384858687888990919293949596979899";
+
+/* The decimal text of v (as_unsigned: of its 64 bits unsigned) in buf; its length. */
+static size_t integer_text(lua_Integer v, int as_unsigned, char *buf) {
+  int minus = v < 0 && !as_unsigned;
+  unsigned long long u = minus ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+  char digits[24];
+  size_t d = sizeof digits;
+  while (u >= 100) {
+    unsigned r = (unsigned)(u % 100) * 2;
+    u /= 100;
+    digits[--d] = digit_pairs[r + 1];
+    digits[--d] = digit_pairs[r];
+  }
+  if (u >= 10) {
+    digits[--d] = digit_pairs[u * 2 + 1];
+    digits[--d] = digit_pairs[u * 2];
+  } else {
+    digits[--d] = (char)('0' + u);
+  }
+  if (minus)
+    digits[--d] = '-';
+  memcpy(buf, digits + d, sizeof digits - d);
+  return sizeof digits - d;
+}
+
+/* The text of the number at index i: decimal, or the shortest float that reads back the same. */
+static size_t number_text(lua_State *L, int i, char buf[NUMBER_MAX]) {
+  if (lua_isinteger(L, i))
+    return integer_text(lua_tointeger(L, i), 0, buf);
+  double x = (double)lua_tonumber(L, i);
+  int n = 0;
+  for (int prec = 15; prec <= 17; prec++) {
+    n = snprintf(buf, NUMBER_MAX, "%.*g", prec, x);
+    if (strtod(buf, NULL) == x || isnan(x))
+      break;
+  }
+  return (size_t)n;
+}
+
+/*
+ * Append the command at stack indices first..last to b: strings as they
+ * are, numbers as their text.  Anything else raises, and so does a command
+ * this client cannot run; either way b is left as it was.
+ */
+static void batch_add(lua_State *L, batch *b, int first, int last) {
   if (last < first)
     luaL_error(L, "redis: no command given");
+  if (lua_type(L, first) == LUA_TSTRING) {
+    size_t len;
+    const char *name = lua_tolstring(L, first, &len);
+    if (command_unsupported(name, len))
+      luaL_error(L, "redis: %s is not supported (it needs a connection of its own)", name);
+  }
+  size_t start = b->len;
+  char *p = put_header(batch_room(b, ARG_OVERHEAD), '*', (size_t)(last - first + 1));
   for (int i = first; i <= last; i++) {
+    char num[NUMBER_MAX];
+    const char *s;
+    size_t len;
     int t = lua_type(L, i);
-    if (t == LUA_TNUMBER)
-      number_to_string(L, i);
-    else if (t != LUA_TSTRING)
+    if (t == LUA_TSTRING) {
+      s = lua_tolstring(L, i, &len);
+    } else if (t == LUA_TNUMBER) {
+      len = number_text(L, i, num);
+      s = num;
+    } else {
+      b->len = start;
       luaL_argerror(L, i,
                     lua_pushfstring(L, "string or number expected, got %s", luaL_typename(L, i)));
+      return;
+    }
+    b->len = (size_t)(p - b->buf);
+    p = put_arg(batch_room(b, len + ARG_OVERHEAD), s, len);
   }
-  if (command_unsupported(lua_tostring(L, first)))
-    luaL_error(L, "redis: %s is not supported (it needs a connection of its own)",
-               lua_tostring(L, first));
+  batch_end_command(b, p);
+}
+
+/* Write the value at index i as a %s, %d or %u of a format wants it at p; returns the end. */
+static char *put_format_value(lua_State *L, int i, char conv, char *p) {
+  int isint = 0;
+  if (conv == 's') {
+    size_t len;
+    int t = lua_type(L, i);
+    if (t == LUA_TSTRING) {
+      const char *s = lua_tolstring(L, i, &len);
+      memcpy(p, s, len);
+      return p + len;
+    }
+    if (t != LUA_TNUMBER)
+      luaL_argerror(L, i,
+                    lua_pushfstring(L, "string or number expected, got %s", luaL_typename(L, i)));
+    return p + number_text(L, i, p);
+  }
+  lua_Integer v = lua_tointegerx(L, i, &isint);
+  if (!isint)
+    luaL_argerror(
+        L, i, lua_pushfstring(L, "integer expected for %%%c, got %s", conv, luaL_typename(L, i)));
+  return p + integer_text(v, conv == 'u', p);
+}
+
+/* The arguments of a format: its runs of characters other than spaces. */
+static int format_argc(const char *f, size_t flen) {
+  int argc = 0;
+  for (size_t i = 0; i < flen; i++)
+    if (f[i] != ' ' && (i == 0 || f[i - 1] == ' '))
+      argc++;
+  return argc;
 }
 
 /*
- * Check the arguments at first..last and collect them into a buffer that Lua
- * owns (pushed on the stack); the strings stay on the stack.
+ * Append the command that the format at index fi and its values at
+ * fi+1..last describe (hiredis's format syntax): spaces separate the
+ * arguments; %s inserts a string or number, %d an integer, %u an integer as
+ * unsigned 64 bits, %% a percent sign; anything else raises, and so do
+ * missing or extra values.  Nothing is appended when it raises.
  */
-static argv_buf *collect_args(lua_State *L, int first, int last) {
-  check_args(L, first, last);
-  int argc = last - first + 1;
-  argv_buf *b =
-      lua_newuserdatauv(L, sizeof *b + (size_t)argc * (sizeof(const char *) + sizeof(size_t)), 0);
-  b->argc = argc;
-  b->lens = (size_t *)(b + 1);
-  b->argv = (const char **)(b->lens + argc);
-  for (int i = 0; i < argc; i++)
-    b->argv[i] = lua_tolstring(L, first + i, &b->lens[i]);
-  return b;
+static void batch_addf(lua_State *L, batch *b, int fi, int last) {
+  enum { HEADER_MAX = 24 }; /* "$<length>\r\n" */
+  size_t flen;
+  const char *f = luaL_checklstring(L, fi, &flen);
+  int argc = format_argc(f, flen);
+  if (argc == 0)
+    luaL_error(L, "redis: no command given");
+  /* Room for all of it at once: the format, each value's text at most, and
+     each argument's header and CRLF. */
+  size_t more = flen + ARG_OVERHEAD + (size_t)argc * (HEADER_MAX + 2);
+  for (int i = fi + 1; i <= last; i++)
+    more += (lua_type(L, i) == LUA_TSTRING ? lua_rawlen(L, i) : 0) + NUMBER_MAX;
+  char *p = put_header(batch_room(b, more), '*', (size_t)argc);
+  int v = fi + 1;
+  for (size_t i = 0, n = 0; i < flen; n++) {
+    while (i < flen && f[i] == ' ')
+      i++;
+    if (i == flen)
+      break;
+    /* The argument's text goes after room for its header, then moves up. */
+    char *text = p + HEADER_MAX, *q = text;
+    while (i < flen && f[i] != ' ') {
+      if (f[i] != '%') {
+        *q++ = f[i++];
+      } else if (i + 1 < flen && f[i + 1] == '%') {
+        *q++ = '%';
+        i += 2;
+      } else if (i + 1 < flen && (f[i + 1] == 's' || f[i + 1] == 'd' || f[i + 1] == 'u')) {
+        if (v > last)
+          luaL_error(L, "redis: the format wants more values than the %d given", last - fi);
+        q = put_format_value(L, v++, f[i + 1], q);
+        i += 2;
+      } else {
+        luaL_error(L, "redis: bad format: '%%%c' (%%s, %%d, %%u and %%%% are known)",
+                   i + 1 < flen ? f[i + 1] : ' ');
+      }
+    }
+    size_t len = (size_t)(q - text);
+    char *data = put_header(p, '$', len);
+    memmove(data, text, len);
+    if (n == 0 && command_unsupported(data, len))
+      luaL_error(L, "redis: %s is not supported (it needs a connection of its own)",
+                 lua_pushlstring(L, data, len));
+    p = data + len;
+    *p++ = '\r';
+    *p++ = '\n';
+  }
+  if (v <= last)
+    luaL_error(L, "redis: %d values given for a format that uses %d", last - fi, v - fi - 1);
+  batch_end_command(b, p);
+}
+
+/* Queue every command of b for k; stops at a failure (k is settled then). */
+static void send_commands(call *k, const batch *b) {
+  size_t start = 0;
+  for (int i = 0; i < b->n && call_send(k, b->buf + start, b->ends[i] - start) == 0; i++)
+    start = b->ends[i];
 }
 
 /* ------------------------------------------------------------ Lua methods */
@@ -732,13 +1039,23 @@ static int reply_error(lua_State *L, enum call_kind kind, const reply *r) {
 }
 
 static int push_hash(lua_State *L, const reply *r) {
-  lua_createtable(L, 0, (int)(r->n / 2));
-  for (size_t i = 0; i + 1 < r->n; i += 2) {
-    push_reply(L, r->elem[i], 1);
-    push_reply(L, r->elem[i + 1], 1);
+  lua_createtable(L, 0, (int)(r->elements / 2));
+  for (size_t i = 0; i + 1 < r->elements; i += 2) {
+    push_reply(L, r->element[i], 1);
+    push_reply(L, r->element[i + 1], 1);
     lua_rawset(L, -3);
   }
   return 1;
+}
+
+/* A pipeline that keeps only errors: their count, and the first one or nil. */
+static int push_errors(lua_State *L, int nerr, const char *first) {
+  lua_pushinteger(L, nerr);
+  if (first)
+    lua_pushstring(L, first);
+  else
+    lua_pushnil(L);
+  return 2;
 }
 
 /* Continuation of call/pcall/hgetall/pipeline: turn the outcome into Lua. */
@@ -749,6 +1066,8 @@ static int call_done(lua_State *L, int status, lua_KContext ctx) {
     lua_pushfstring(L, "redis: %s", k->err);
     return fail(L, k->kind, lua_tostring(L, -1));
   }
+  if (k->kind == K_PIPELINE && !k->replies)
+    return push_errors(L, k->nerr, k->first_err);
   if (k->kind == K_PIPELINE) {
     lua_createtable(L, k->n, 0);
     for (int i = 0; i < k->n; i++) {
@@ -766,16 +1085,23 @@ static int call_done(lua_State *L, int status, lua_KContext ctx) {
   return 1;
 }
 
+/* Formats single commands (sent at once, so one buffer serves them all). */
+static batch one;
+
 /* Send the command at stack indices 2..top on c and wait for its reply. */
 static int command(lua_State *L, enum call_kind kind) {
   conn *c = usable(L);
   if (!c)
     return fail(L, kind, lua_tostring(L, -1));
-  argv_buf *b = collect_args(L, 2, lua_gettop(L));
+  one.n = 0;
+  one.len = 0;
+  batch_add(L, &one, 2, lua_gettop(L));
   kv_wait *w = kv_wait_new(L, "redis", sizeof(call *), call_cancel, call_dispose);
-  call *k = call_new(c, w, kind, 1);
-  if (call_send(k, b->argc, b->argv, b->lens) == 0)
+  call *k = call_new(c, w, kind, 1, 1);
+  if (call_send(k, one.buf, one.len) == 0)
     flush_now(c);
+  if (one.cap > SPARE_MAX) /* a big value: do not keep its buffer */
+    batch_release(&one);
   return kv_wait_yield(L, w, call_done);
 }
 
@@ -797,103 +1123,144 @@ static int conn_hgetall(lua_State *L) {
 /* --------------------------------------------------------------- pipeline */
 
 /*
- * A pipeline being collected.  Its user value is one flat list: for each
- * command its argument count, then its arguments (checked strings).
+ * The batch at index 1.  The batch methods have its metatable as upvalue 1:
+ * comparing with it is cheaper than luaL_checkudata's lookup by name, and
+ * p:call runs once per command.
  */
-typedef struct batch {
-  int sent;
-  int ncmds, nargs; /* commands, and list entries (counts included) */
-} batch;
-
-/* p:call(cmd, ...) -> index of its reply.  Arguments are checked now. */
-static int pipe_call(lua_State *L) {
-  batch *p = luaL_checkudata(L, 1, PIPE_MT);
-  if (p->sent)
-    return luaL_error(L, "redis: pipeline already sent");
-  int top = lua_gettop(L);
-  check_args(L, 2, top);
-  lua_getiuservalue(L, 1, 1);
-  lua_pushinteger(L, top - 1);
-  lua_rawseti(L, -2, ++p->nargs);
-  for (int i = 2; i <= top; i++) {
-    lua_pushvalue(L, i);
-    lua_rawseti(L, -2, ++p->nargs);
+static batch *check_batch(lua_State *L) {
+  batch *b = lua_touserdata(L, 1);
+  if (b && lua_getmetatable(L, 1)) {
+    int ours = lua_rawequal(L, -1, lua_upvalueindex(1));
+    lua_pop(L, 1);
+    if (ours)
+      return b;
   }
-  lua_pushinteger(L, ++p->ncmds);
-  return 1;
+  return luaL_checkudata(L, 1, PIPE_MT); /* raises */
 }
 
-/*
- * The argument vectors of every collected command of p (its list at index
- * `list`), in one buffer that Lua owns, pushed on the stack.  The strings
- * stay valid: the list holds them.
- */
-static argv_buf *collect_pipeline(lua_State *L, const batch *p, int list) {
-  int n = p->ncmds;
-  size_t total = (size_t)(p->nargs - n);
-  argv_buf *b = lua_newuserdatauv(
-      L, (size_t)n * sizeof *b + total * (sizeof(const char *) + sizeof(size_t)), 0);
-  size_t *lens = (size_t *)(b + n);
-  const char **argv = (const char **)(lens + total);
-  for (int i = 0, at = 1; i < n; i++) {
-    lua_rawgeti(L, list, at++);
-    b[i].argc = (int)lua_tointeger(L, -1);
-    lua_pop(L, 1);
-    b[i].argv = argv;
-    b[i].lens = lens;
-    for (int j = 0; j < b[i].argc; j++) {
-      lua_rawgeti(L, list, at++);
-      argv[j] = lua_tolstring(L, -1, &lens[j]);
-      lua_pop(L, 1);
-    }
-    argv += b[i].argc;
-    lens += b[i].argc;
-  }
+static batch *new_batch(lua_State *L) {
+  batch *b = lua_newuserdatauv(L, sizeof *b, 0);
+  memset(b, 0, sizeof *b);
+  luaL_setmetatable(L, PIPE_MT);
   return b;
 }
 
-/* After fn(p): send every collected command and wait for all the replies. */
-static int pipeline_send(lua_State *L, int status, lua_KContext ctx) {
-  (void)status, (void)ctx;
-  batch *p = lua_touserdata(L, 3);
-  p->sent = 1;
-  lua_settop(L, 3);
-  lua_getiuservalue(L, 3, 1); /* 4: the list */
-  int n = p->ncmds;
-  if (n == 0) {
+/* redis.batch() -> an empty batch. */
+static int l_batch(lua_State *L) {
+  new_batch(L);
+  return 1;
+}
+
+/* p:call(cmd, ...) -> index of its reply.  Arguments are checked now. */
+static int batch_call(lua_State *L) {
+  batch *b = check_batch(L);
+  if (b->sealed)
+    return luaL_error(L, "redis: pipeline already sent");
+  batch_add(L, b, 2, lua_gettop(L));
+  lua_pushinteger(L, b->n);
+  return 1;
+}
+
+/* p:callf(format, ...) -> index of its reply: the command as batch_addf says. */
+static int batch_callf(lua_State *L) {
+  batch *b = check_batch(L);
+  if (b->sealed)
+    return luaL_error(L, "redis: pipeline already sent");
+  batch_addf(L, b, 2, lua_gettop(L));
+  lua_pushinteger(L, b->n);
+  return 1;
+}
+
+/* #b: its commands. */
+static int batch_len(lua_State *L) {
+  lua_pushinteger(L, check_batch(L)->n);
+  return 1;
+}
+
+static int batch_gc(lua_State *L) {
+  batch_release(check_batch(L));
+  return 0;
+}
+
+static int batch_tostring(lua_State *L) {
+  batch *b = check_batch(L);
+  lua_pushfstring(L, "redis batch (%d commands%s)", b->n, b->sealed ? ", sent" : "");
+  return 1;
+}
+
+/* opts.replies at index i: 1 for "all" (the default), 0 for "errors". */
+static int keep_replies(lua_State *L, int i) {
+  if (lua_isnoneornil(L, i))
+    return 1;
+  luaL_checktype(L, i, LUA_TTABLE);
+  lua_getfield(L, i, "replies");
+  const char *mode = lua_tostring(L, -1);
+  int keep = lua_isnil(L, -1) || (mode && strcmp(mode, "all") == 0);
+  luaL_argcheck(L, keep || (mode && strcmp(mode, "errors") == 0), i,
+                "replies must be \"all\" or \"errors\"");
+  lua_pop(L, 1);
+  return keep;
+}
+
+/*
+ * Send b's commands on the connection at index 1 as one call and wait for
+ * every reply; `keep` as from keep_replies.  A sealed batch's storage is
+ * released once queued: nothing can use it again.
+ */
+static int send_batch(lua_State *L, batch *b, int keep) {
+  if (b->n == 0) {
+    if (!keep)
+      return push_errors(L, 0, NULL);
     lua_newtable(L);
     return 1;
   }
   conn *c = usable(L);
-  if (!c)
+  if (!c) {
+    if (b->sealed)
+      batch_release(b);
     return fail(L, K_PIPELINE, lua_tostring(L, -1));
-  argv_buf *b = collect_pipeline(L, p, 4);
+  }
   kv_wait *w = kv_wait_new(L, "redis", sizeof(call *), call_cancel, call_dispose);
-  call *k = call_new(c, w, K_PIPELINE, n);
-  for (int i = 0; i < n && call_send(k, b[i].argc, b[i].argv, b[i].lens) == 0; i++)
-    ;
+  send_commands(call_new(c, w, K_PIPELINE, b->n, keep), b);
   flush_now(c);
+  if (b->sealed)
+    batch_release(b);
   return kv_wait_yield(L, w, call_done);
 }
 
+/* After fn(p): send every collected command and wait for all the replies. */
+static int pipeline_send(lua_State *L, int status, lua_KContext ctx) {
+  (void)status;
+  batch *b = lua_touserdata(L, 3);
+  b->sealed = 1;
+  lua_settop(L, 3);
+  return send_batch(L, b, (int)ctx);
+}
+
 /*
- * c:pipeline(fn) -> {reply, ...}: fn(p) collects commands with p:call(...);
- * they go out together and the replies come back in order, errors as
- * {err = msg}, nil as redis.null.  A lost connection or a timeout raises.
+ * c:pipeline(fn [, opts]) -> {reply, ...}: fn(p) collects commands with
+ * p:call(...); they go out together and the replies come back in order,
+ * errors as {err = msg}, nil as redis.null.  c:pipeline(b [, opts]) sends
+ * the commands of a batch from redis.batch() the same way.  With opts.replies
+ * = "errors" the result is the count of error replies and the first one's
+ * message (or nil) instead.  A lost connection or a timeout raises.
  */
 static int conn_pipeline(lua_State *L) {
   check_ud(L);
-  luaL_checktype(L, 2, LUA_TFUNCTION);
+  int keep = keep_replies(L, 3);
   lua_settop(L, 2);
-  batch *p = lua_newuserdatauv(L, sizeof(batch), 1); /* 3 */
-  p->sent = p->ncmds = p->nargs = 0;
-  luaL_setmetatable(L, PIPE_MT);
-  lua_newtable(L);
-  lua_setiuservalue(L, 3, 1);
+  if (lua_type(L, 2) != LUA_TFUNCTION) {
+    batch *b = luaL_testudata(L, 2, PIPE_MT);
+    luaL_argexpected(L, b != NULL, 2, "function or redis batch");
+    if (b->sealed)
+      return luaL_error(L, "redis: pipeline already sent");
+    return send_batch(L, b, keep);
+  }
+  new_batch(L); /* 3 */
   lua_pushvalue(L, 2);
   lua_pushvalue(L, 3);
-  lua_callk(L, 1, 0, 0, pipeline_send);
-  return pipeline_send(L, LUA_OK, 0);
+  lua_callk(L, 1, 0, keep, pipeline_send);
+  return pipeline_send(L, LUA_OK, keep);
 }
 
 /* c:close(), __close and __gc: idempotent. */
@@ -988,6 +1355,7 @@ static redisAsyncContext *open_context(lua_State *L, conn *c, const connect_opts
     return NULL;
   }
   ac->data = c;
+  reader_keep_replies(ac);
   redisAsyncSetConnectCallback(ac, on_connect);
   redisAsyncSetDisconnectCallback(ac, on_disconnect);
   return ac;
@@ -998,13 +1366,14 @@ static void send_handshake(call *k, const connect_opts *o) {
   char db[32];
   snprintf(db, sizeof db, "%lld", (long long)o->db);
   const char *auth[] = {"AUTH", o->password}, *select[] = {"SELECT", db}, *ping[] = {"PING"};
-  size_t auth_len[] = {4, o->password ? strlen(o->password) : 0};
-  size_t select_len[] = {6, strlen(db)}, ping_len[] = {4};
-  if (o->password && call_send(k, 2, auth, auth_len) < 0)
-    return;
-  if (o->db != 0 && call_send(k, 2, select, select_len) < 0)
-    return;
-  call_send(k, 1, ping, ping_len);
+  batch b = {0};
+  if (o->password)
+    batch_add_strings(&b, 2, auth);
+  if (o->db != 0)
+    batch_add_strings(&b, 2, select);
+  batch_add_strings(&b, 1, ping);
+  send_commands(k, &b);
+  batch_release(&b);
 }
 
 /*
@@ -1035,7 +1404,7 @@ static int l_connect(lua_State *L) {
   }
   kv_wait *w = kv_wait_new(L, "redis.connect", sizeof(call *), call_cancel, call_dispose);
   int n = 1 + (o.password != NULL) + (o.db != 0);
-  send_handshake(call_new(c, w, K_CONNECT, n), &o);
+  send_handshake(call_new(c, w, K_CONNECT, n, 1), &o);
   return kv_wait_yield(L, w, connect_done);
 }
 
@@ -1050,7 +1419,7 @@ static const luaL_Reg conn_methods[] = {{"call", conn_call},       {"pcall", con
                                         {"hgetall", conn_hgetall}, {"pipeline", conn_pipeline},
                                         {"close", conn_gc},        {NULL, NULL}};
 
-static const luaL_Reg redis_funcs[] = {{"connect", l_connect}, {NULL, NULL}};
+static const luaL_Reg redis_funcs[] = {{"connect", l_connect}, {"batch", l_batch}, {NULL, NULL}};
 
 static void new_class(lua_State *L, const char *name, const luaL_Reg *methods) {
   luaL_newmetatable(L, name);
@@ -1070,8 +1439,19 @@ int luaopen_redis(lua_State *L) {
   lua_pushcfunction(L, conn_tostring);
   lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
-  static const luaL_Reg pipe_methods[] = {{"call", pipe_call}, {NULL, NULL}};
-  new_class(L, PIPE_MT, pipe_methods);
+  /* The batch's functions get its metatable as upvalue (see check_batch). */
+  static const luaL_Reg pipe_meta[] = {
+      {"__gc", batch_gc}, {"__len", batch_len}, {"__tostring", batch_tostring}, {NULL, NULL}};
+  static const luaL_Reg pipe_methods[] = {
+      {"call", batch_call}, {"callf", batch_callf}, {NULL, NULL}};
+  luaL_newmetatable(L, PIPE_MT);
+  lua_pushvalue(L, -1);
+  luaL_setfuncs(L, pipe_meta, 1);
+  lua_newtable(L);
+  lua_pushvalue(L, -2);
+  luaL_setfuncs(L, pipe_methods, 1);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
 
   luaL_newlib(L, redis_funcs);
   lua_pushfstring(L, "hiredis %d.%d.%d", HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH);
