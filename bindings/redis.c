@@ -96,8 +96,7 @@ typedef struct call call;
 /*
  * Replies are hiredis's own objects, kept past their callback: hiredis frees
  * each reply after calling back, through its reader's freeObject, which
- * every context gets from `reply_fns` below (hiredis's own functions but
- * for freeObject, which spares the one reply just kept).
+ * every context gets from `reply_fns` below (see reader_keep_replies).
  */
 typedef redisReply reply;
 
@@ -185,34 +184,88 @@ static char *xprintf(const char *fmt, ...) {
 
 /* ---------------------------------------------------------------- replies */
 
-static void reply_free(reply *r) {
-  if (r)
-    freeReplyObject(r);
+/*
+ * The reader functions every context gets: hiredis's own, except that
+ *  - a top-level integer, nil or short string reply (most replies: OK, a
+ *    count) is built in static storage, which no allocation and no free
+ *    costs: hiredis hands each reply to its callback and frees it before it
+ *    reads the next one, so one such reply exists at a time, and a callback
+ *    that keeps it keeps a copy;
+ *  - freeObject spares the reply that the callback just kept.
+ */
+static redisReplyObjectFunctions reply_fns;
+static const redisReplyObjectFunctions *hiredis_fns;
+static void *kept;          /* the reply a callback keeps */
+static redisReply scalar;   /* the current top-level scalar reply */
+static char scalar_str[64]; /* its text */
+
+static reply *scalar_reply(int type) {
+  memset(&scalar, 0, sizeof scalar);
+  scalar.type = type;
+  return &scalar;
 }
 
-static void *kept;                          /* the reply a callback keeps */
-static redisReplyObjectFunctions reply_fns; /* hiredis's, freeObject aside */
-
-static void reply_free_unless_kept(void *r) {
-  if (r == kept)
-    kept = NULL;
-  else
-    freeReplyObject(r);
-}
-
-/* Keep r, which hiredis would free as soon as its callback returns. */
-static reply *reply_keep(void *r) {
-  kept = r;
+static void *create_string(const redisReadTask *task, char *str, size_t len) {
+  if (task->parent || len >= sizeof scalar_str)
+    return hiredis_fns->createString(task, str, len);
+  reply *r = scalar_reply(task->type);
+  memcpy(scalar_str, str, len);
+  scalar_str[len] = '\0';
+  r->str = scalar_str;
+  r->len = len;
   return r;
 }
 
-/* Make ac's reader leave the replies that callbacks keep. */
+static void *create_integer(const redisReadTask *task, long long value) {
+  if (task->parent)
+    return hiredis_fns->createInteger(task, value);
+  reply *r = scalar_reply(REDIS_REPLY_INTEGER);
+  r->integer = value;
+  return r;
+}
+
+static void *create_nil(const redisReadTask *task) {
+  return task->parent ? hiredis_fns->createNil(task) : scalar_reply(REDIS_REPLY_NIL);
+}
+
+static void free_object(void *r) {
+  if (r == kept)
+    kept = NULL;
+  else if (r != &scalar)
+    freeReplyObject(r);
+}
+
+/* Make ac's reader use reply_fns. */
 static void reader_keep_replies(redisAsyncContext *ac) {
-  if (!reply_fns.freeObject) {
-    reply_fns = *ac->c.reader->fn;
-    reply_fns.freeObject = reply_free_unless_kept;
+  if (!hiredis_fns) {
+    hiredis_fns = ac->c.reader->fn;
+    reply_fns = *hiredis_fns;
+    reply_fns.createString = create_string;
+    reply_fns.createInteger = create_integer;
+    reply_fns.createNil = create_nil;
+    reply_fns.freeObject = free_object;
   }
   ac->c.reader->fn = &reply_fns;
+}
+
+/* Keep r past its callback: the object itself, or a copy of a static one. */
+static reply *reply_keep(void *r) {
+  if (r != &scalar) {
+    kept = r;
+    return r;
+  }
+  reply *copy = calloc(1, sizeof *copy);
+  if (!copy)
+    abort();
+  *copy = scalar;
+  if (scalar.str)
+    copy->str = xstrndup(scalar.str, scalar.len);
+  return copy;
+}
+
+static void reply_free(reply *r) {
+  if (r)
+    freeReplyObject(r);
 }
 
 static void push_null(lua_State *L) { lua_rawgetp(L, LUA_REGISTRYINDEX, &null_key); }

@@ -138,6 +138,27 @@ test("pipeline of many commands in one round trip", function()
   c:call("DEL", "pl:h")
 end)
 
+test("replies of every size, kept from a pipeline, are intact", function()
+  local c <close> = connect()
+  local values = {}
+  for _, n in ipairs { 0, 1, 62, 63, 64, 65, 200, 70000 } do values[#values + 1] = string.rep("v", n) end
+  local res = c:pipeline(function(p)
+    for i, v in ipairs(values) do p:call("SET", "sz:" .. i, v) end
+    for i in ipairs(values) do p:call("GET", "sz:" .. i) end
+    p:call("GET", "sz:none")
+    p:call("ECHO", string.rep("e", 63))
+    p:call("INCRBY", "sz:n", math.maxinteger)
+  end)
+  for i, v in ipairs(values) do
+    expect(res[i]):eq("OK")
+    expect(res[#values + i]):eq(v, "value of " .. #v .. " bytes")
+  end
+  expect(res[2 * #values + 1]):eq(redis.null)
+  expect(res[2 * #values + 2]):eq(string.rep("e", 63))
+  expect(res[2 * #values + 3]):eq(math.maxinteger)
+  c:call("DEL", "sz:n")
+end)
+
 test("pipeline with replies = errors counts the error replies and keeps the first", function()
   local c <close> = connect()
   c:call("DEL", "pe:n", "pe:s")
