@@ -337,6 +337,9 @@ void kvh_client_push(lua_State *L) {
   curl_multi_setopt(cl->multi, CURLMOPT_SOCKETDATA, cl);
   curl_multi_setopt(cl->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
   curl_multi_setopt(cl->multi, CURLMOPT_TIMERDATA, cl);
+  /* curl's default cache holds 4 connections per easy handle in the multi,
+     which shrinks as transfers finish: a busy client would close and redial. */
+  curl_multi_setopt(cl->multi, CURLMOPT_MAXCONNECTS, 256L);
   cl->closed = 0;
 }
 
