@@ -114,6 +114,7 @@ struct call {
   call *ready_next; /* in the ready list (settled inside hiredis) */
   int n, got;       /* replies expected and received */
   reply **replies;  /* NULL when only errors are kept */
+  reply *copies;    /* after replies, in the same block: copies of static replies */
   int nerr;         /* error replies (when only errors are kept) */
   char *first_err;  /* the first one's message */
   char *err;        /* failure, without the "redis: " prefix */
@@ -248,23 +249,22 @@ static void reader_keep_replies(redisAsyncContext *ac) {
   ac->c.reader->fn = &reply_fns;
 }
 
-/* Keep r past its callback: the object itself, or a copy of a static one. */
-static reply *reply_keep(void *r) {
+/* Keep r past its callback: the object itself, or a copy of a static one in *copy. */
+static reply *reply_keep(void *r, reply *copy) {
   if (r != &scalar) {
     kept = r;
     return r;
   }
-  reply *copy = calloc(1, sizeof *copy);
-  if (!copy)
-    abort();
   *copy = scalar;
   if (scalar.str)
     copy->str = xstrndup(scalar.str, scalar.len);
   return copy;
 }
 
-static void reply_free(reply *r) {
-  if (r)
+static void reply_free(reply *r, reply *copy) {
+  if (r == copy)
+    free(copy->str);
+  else if (r)
     freeReplyObject(r);
 }
 
@@ -535,7 +535,7 @@ static void call_unref(call *k) {
   if (--k->refs > 0)
     return;
   for (int i = 0; k->replies && i < k->got; i++)
-    reply_free(k->replies[i]);
+    reply_free(k->replies[i], &k->copies[i]);
   free(k->replies);
   free(k->first_err);
   free(k->err);
@@ -673,9 +673,11 @@ static call *call_new(conn *c, kv_wait *w, enum call_kind kind, int n, int keep_
   if (!k)
     abort();
   if (keep_replies) {
-    k->replies = calloc((size_t)(n > 0 ? n : 1), sizeof *k->replies);
+    size_t slots = (size_t)(n > 0 ? n : 1);
+    k->replies = calloc(slots, sizeof *k->replies + sizeof *k->copies);
     if (!k->replies)
       abort();
+    k->copies = (reply *)(k->replies + slots);
   }
   k->c = c;
   c->refs++;
@@ -708,7 +710,7 @@ static void reply_received(redisAsyncContext *ac, void *r, void *privdata) {
     } else if (k->got < k->n) {
       const redisReply *h = r;
       if (k->replies)
-        k->replies[k->got] = reply_keep(r);
+        k->replies[k->got] = reply_keep(r, &k->copies[k->got]);
       else if (h->type == REDIS_REPLY_ERROR && k->nerr++ == 0)
         k->first_err = xstrndup(h->str ? h->str : "", h->str ? h->len : 0);
       if (++k->got == k->n)
