@@ -5,6 +5,8 @@
 --     for SECONDS (default 3); then close and exit.
 --   MODE "serve": only serve on PORT until SIGTERM/SIGINT, for an outside
 --     load generator (wrk -c 32 http://127.0.0.1:PORT/).
+--   MODE "client": serve nothing; measure http.batch against the server
+--     already on PORT (another process's: the same server wrk measures).
 --
 -- Output: `name value unit` lines.  The handler answers every request with a
 -- small fixed body, so the figures are the engine's per-request cost: parser,
@@ -19,7 +21,7 @@ local CONCURRENCY = 32
 local BATCH = 2000
 
 local body = "hello from kvengine\n"
-local srv = assert(http.listen {
+local srv = mode ~= "client" and assert(http.listen {
   host = "127.0.0.1",
   port = port,
   handler = function(_, res)
@@ -27,13 +29,16 @@ local srv = assert(http.listen {
     res:finish(body)
   end,
 })
-print(string.format("http_bench_port %d port", srv:port()))
-io.stdout:flush()
+if srv then
+  port = srv:port()
+  print(string.format("http_bench_port %d port", port))
+  io.stdout:flush()
+end
 
 if mode == "serve" then return end -- the open server keeps the loop running
-assert(mode == "batch", "mode must be batch or serve")
+assert(mode == "batch" or mode == "client", "mode must be batch, serve or client")
 
-local url = "http://127.0.0.1:" .. srv:port() .. "/"
+local url = "http://127.0.0.1:" .. port .. "/"
 local reqs = {}
 for i = 1, BATCH do reqs[i] = url end
 
@@ -59,4 +64,4 @@ print(string.format("http_batch_c%d_requests %d requests", CONCURRENCY, done))
 print(string.format("http_batch_c%d_failed %d requests", CONCURRENCY, failed))
 print(string.format("http_batch_c%d_rate %.0f req/s", CONCURRENCY, done / elapsed))
 print(string.format("http_batch_c%d_mean_time %.1f us/req", CONCURRENCY, elapsed / done * 1e6))
-srv:close()
+if srv then srv:close() end
