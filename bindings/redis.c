@@ -822,9 +822,14 @@ static char *batch_room_at(batch *b, size_t at, size_t more) {
 /* Room in b for `more` bytes after what it holds. */
 static char *batch_room(batch *b, size_t more) { return batch_room_at(b, b->len, more); }
 
-/* The command just written up to p ends there. */
+/*
+ * The command just written up to p ends there.  A NUL follows it (not part
+ * of the command): hiredis peeks at a formatted command's name with strchr,
+ * which must stop inside the buffer.
+ */
 static void batch_end_command(batch *b, const char *p) {
   b->len = (size_t)(p - b->buf);
+  *batch_room(b, 1) = '\0';
   if (!b->ends && spare_ends) {
     b->ends = spare_ends;
     b->ends_cap = spare_ends_cap;
