@@ -619,6 +619,16 @@ static double opt_timeout(lua_State *L, int i) {
   return (double)t;
 }
 
+/* nil and why a wait ended without its answer. */
+static int push_wait_failure(lua_State *L, const waiter *wt) {
+  lua_pushnil(L);
+  if (wt->result == WAIT_TIMEOUT)
+    lua_pushliteral(L, "timeout");
+  else
+    lua_pushliteral(L, "zmq: socket closed");
+  return 2;
+}
+
 static int recv_done(lua_State *L, int status, lua_KContext ctx) {
   (void)status;
   waiter *wt = kv_wait_data(kv_wait_of(ctx));
@@ -626,12 +636,7 @@ static int recv_done(lua_State *L, int status, lua_KContext ctx) {
     frames_push(L, &wt->fr);
     return 1;
   }
-  lua_pushnil(L);
-  if (wt->result == WAIT_TIMEOUT)
-    lua_pushliteral(L, "timeout");
-  else
-    lua_pushliteral(L, "zmq: socket closed");
-  return 2;
+  return push_wait_failure(L, wt);
 }
 
 /* sub:recv([timeout]) -> {frame, ...} | nil, "timeout".  No timeout: waits. */
@@ -669,12 +674,7 @@ static int subscribed_done(lua_State *L, int status, lua_KContext ctx) {
     lua_pushboolean(L, 1);
     return 1;
   }
-  lua_pushnil(L);
-  if (wt->result == WAIT_TIMEOUT)
-    lua_pushliteral(L, "timeout");
-  else
-    lua_pushliteral(L, "zmq: socket closed");
-  return 2;
+  return push_wait_failure(L, wt);
 }
 
 /*
