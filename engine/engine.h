@@ -66,9 +66,6 @@ kv_wait *kv_wait_new(lua_State *L, const char *who, size_t size, kv_wait_fn canc
 /* The data area of the record. */
 void *kv_wait_data(kv_wait *w);
 
-/* True once the waiting task was abandoned: nobody will read the answer. */
-int kv_wait_cancelled(const kv_wait *w);
-
 /*
  * Yield the task until kv_wait_wake(w).  Use as `return kv_wait_yield(L, w, k)`.
  * When woken, Lua calls k(L, LUA_YIELD, ctx) inside the task, where

@@ -68,7 +68,6 @@ void kv_sched_close(void);
 void kv_sched_defer(int on);
 void kv_wait_link(kv_wait *w, kv_wait **list);
 void kv_wait_unlink(kv_wait *w);
-kv_task *kv_wait_task(const kv_wait *w);
 
 /* scope.c */
 kv_scope *kv_scope_new(const char *test, const char *artifacts);

@@ -144,11 +144,8 @@ kv_wait *kv_wait_new(lua_State *L, const char *who, size_t size, kv_wait_fn canc
 
 void *kv_wait_data(kv_wait *w) { return w->data; }
 
-int kv_wait_cancelled(const kv_wait *w) { return w->task == NULL; }
-
 kv_wait *kv_wait_of(lua_KContext ctx) { return (kv_wait *)ctx; }
 
-kv_task *kv_wait_task(const kv_wait *w) { return w->task; }
 
 int kv_wait_yield(lua_State *L, kv_wait *w, lua_KFunction k) {
   kv_task *t = w->task;
