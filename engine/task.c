@@ -146,7 +146,6 @@ void *kv_wait_data(kv_wait *w) { return w->data; }
 
 kv_wait *kv_wait_of(lua_KContext ctx) { return (kv_wait *)ctx; }
 
-
 int kv_wait_yield(lua_State *L, kv_wait *w, lua_KFunction k) {
   kv_task *t = w->task;
   assert(t && t->co == L && !t->wait);
