@@ -10,7 +10,7 @@ packages=(
   libmsgpack-dev libssl-dev libhttp-parser-dev
   redis-server redis-tools
   python3 python3-zmq python3-msgpack
-  libxml2-utils clang clang-format cppcheck valgrind
+  libxml2-utils clang libclang-rt-14-dev clang-format cppcheck valgrind
   wrk hyperfine
 )
 
