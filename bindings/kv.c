@@ -14,7 +14,14 @@
  *       chunk is kept; at most max_blocks chunks.  Options <= 0 or absent
  *       mean the defaults.
  *   kv.block_key(model, h) -> "matrix:kv:block:<model>@<unsigned decimal>"
+ *   kv.block_key_prefix([model]) -> "matrix:kv:block:<model>@", or
+ *       "matrix:kv:block:" without a model (for SCAN patterns)
+ *   kv.mapping_key(engine, owner, h) -> "<engine>:kv:block:<owner>@<unsigned
+ *       decimal>": the runtime's engine-hash mapping (engine "vllm"|"sglang")
+ *   kv.mapping_key_prefix(engine, owner) -> "<engine>:kv:block:<owner>@"
  *   kv.owner(pod, namespace) -> "<pod>.<namespace>"
+ *   kv.topic(ip, model [, port]) -> "kv@<ip>[:<port>]@<model>": the topic
+ *       llm-d-inference-sim publishes its events under
  *   kv.u64(x)   integer (any 64 bits) -> unsigned decimal string;
  *               unsigned decimal string -> the integer with the same bits.
  *               Raises on anything else (junk, sign, overflow, fraction).
@@ -279,18 +286,54 @@ static int l_block_hashes(lua_State *L) {
 
 /* -------------------------------------------------------------- keys */
 
+/* Push prefix .. tail .. "@" (no tail when tail is NULL). */
+static void push_key_prefix(lua_State *L, const char *prefix, const char *tail) {
+  if (tail)
+    lua_pushfstring(L, "%s%s@", prefix, tail);
+  else
+    lua_pushstring(L, prefix);
+}
+
+/* Push the key prefix at the top of the stack followed by the unsigned
+ * decimal of the hash at argument `arg`, replacing the prefix. */
+static int push_hash_key(lua_State *L, int arg) {
+  uint64_t h = check_u64_arg(L, arg);
+  kv_push_u64_string(L, h);
+  lua_concat(L, 2);
+  return 1;
+}
+
 /* kv.block_key(model, hash): the router's Redis key of one block. */
 static int l_block_key(lua_State *L) {
-  luaL_Buffer b;
-  const char *model = luaL_checkstring(L, 1);
-  uint64_t h = check_u64_arg(L, 2);
-  luaL_buffinit(L, &b);
-  luaL_addstring(&b, "matrix:kv:block:");
-  luaL_addstring(&b, model);
-  luaL_addchar(&b, '@');
-  kv_push_u64_string(L, h);
-  luaL_addvalue(&b);
-  luaL_pushresult(&b);
+  push_key_prefix(L, "matrix:kv:block:", luaL_checkstring(L, 1));
+  return push_hash_key(L, 2);
+}
+
+/* kv.block_key_prefix([model]): what every block key of a model (or of
+ * every model) begins with. */
+static int l_block_key_prefix(lua_State *L) {
+  push_key_prefix(L, "matrix:kv:block:", luaL_optstring(L, 1, NULL));
+  return 1;
+}
+
+/* The runtime's mapping keys: "<engine>:kv:block:<owner>@". */
+static void push_mapping_prefix(lua_State *L) {
+  const char *engine = luaL_checkstring(L, 1);
+  const char *owner = luaL_checkstring(L, 2);
+  lua_pushfstring(L, "%s:kv:block:%s@", engine, owner);
+}
+
+/* kv.mapping_key(engine, owner, hash): the runtime's key from an engine's
+ * block hash to Kthena's. */
+static int l_mapping_key(lua_State *L) {
+  push_mapping_prefix(L);
+  return push_hash_key(L, 3);
+}
+
+/* kv.mapping_key_prefix(engine, owner): what every mapping key of one pod
+ * begins with. */
+static int l_mapping_key_prefix(lua_State *L) {
+  push_mapping_prefix(L);
   return 1;
 }
 
@@ -302,11 +345,27 @@ static int l_owner(lua_State *L) {
   return 1;
 }
 
+/* kv.topic(ip, model [, port]): the sim's event topic; its tagged releases
+ * leave the port out. */
+static int l_topic(lua_State *L) {
+  const char *ip = luaL_checkstring(L, 1);
+  const char *model = luaL_checkstring(L, 2);
+  if (lua_isnoneornil(L, 3))
+    lua_pushfstring(L, "kv@%s@%s", ip, model);
+  else
+    lua_pushfstring(L, "kv@%s:%d@%s", ip, (int)luaL_checkinteger(L, 3), model);
+  return 1;
+}
+
 static const luaL_Reg kv_funcs[] = {
     {"block_hash", l_block_hash},
     {"block_hashes", l_block_hashes},
     {"block_key", l_block_key},
+    {"block_key_prefix", l_block_key_prefix},
+    {"mapping_key", l_mapping_key},
+    {"mapping_key_prefix", l_mapping_key_prefix},
     {"owner", l_owner},
+    {"topic", l_topic},
     {"u64", l_u64},
     {"tokenize", kv_tokenize},
     {"tokenize_chat", kv_tokenize_chat},

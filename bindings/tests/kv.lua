@@ -169,6 +169,17 @@ test("block_key and owner build the router's Redis names", function()
   expect(function() kv.owner("p") end):raises("string expected")
 end)
 
+test("the prefixes, mapping keys and topics the harness uses are spelt as Kthena and the sim spell them", function()
+  expect(kv.block_key_prefix()):eq("matrix:kv:block:")
+  expect(kv.block_key_prefix("m")):eq("matrix:kv:block:m@")
+  expect(kv.mapping_key("vllm", "p1.ns", -1)):eq("vllm:kv:block:p1.ns@18446744073709551615")
+  expect(kv.mapping_key("sglang", "p1.ns", "42")):eq("sglang:kv:block:p1.ns@42")
+  expect(kv.mapping_key_prefix("vllm", "p1.ns")):eq("vllm:kv:block:p1.ns@")
+  expect(kv.topic("127.1.2.11", "m", 8000)):eq("kv@127.1.2.11:8000@m")
+  expect(kv.topic("127.1.2.11", "m")):eq("kv@127.1.2.11@m")
+  expect(function() kv.mapping_key("vllm", "p1.ns", "x") end):raises("uint64")
+end)
+
 -- ------------------------------------------------------------- u64
 
 test("u64: integers to unsigned decimal strings", function()
