@@ -15,21 +15,21 @@
 --   * the tolerant decoder (runtime = {decode = "tolerant"}) applies all six.
 --
 -- Every outcome is logged as "<dialect>: applied" or "<dialect>: dropped
--- (...)". On the kind target the runtime has no /stats (its drop counters
--- are then not checked) and the tolerant decoder does not exist (that test
--- is skipped).
+-- (...)". Where the target's event path reports no counters (Kthena's own
+-- runtime) they are not checked, and where the runtime's decoder cannot be
+-- switched the tolerant decoder's test is skipped.
 
-local http = require "http"
 local kv = require "kv"
 local kvcache = require "kvcache"
 
 local stack -- vLLM pods behind Kthena's decoder, for the whole file
 
--- The runtime's /stats, or nil on a target whose runtime has none.
+-- The runtime's counters, or nil where the target's event path reports none.
 local function runtime_stats(s, pod)
-  local r = http.get(s:pod(pod).runtime .. "/stats", { timeout = 2 })
-  if r and r.status == 200 then return r:json() end
-  expect(s.target):ne("local", "the local runtime of " .. pod .. " should answer GET /stats")
+  if not s:can("event_stats") then return nil end
+  local st = s:event_stats(pod)
+  expect(st.runtime):not_nil("the runtime of " .. pod .. " should report its counters: " .. tostring(st.errors.runtime))
+  return st.runtime
 end
 
 -- How many of the prompt's blocks name `pod` as an owner in Redis.

@@ -79,11 +79,12 @@ local PROMPT_LIST = workload()
 -- The runtimes' count of BlockRemoved events (one per evicted block), or
 -- nil where runtimes have no /stats.
 local function removed_total(s)
+  if not s:can("event_stats") then return nil end
   local total = 0
   for _, p in ipairs(s:pods()) do
-    local r = http.get(p.runtime .. "/stats", { timeout = 2 })
-    if not (r and r.status == 200) then return nil end
-    total = total + r:json().applied.removed
+    local st = s:event_stats(p.name).runtime
+    if not st then return nil end
+    total = total + st.applied.removed
   end
   return total
 end

@@ -11,6 +11,9 @@
 --     line that called it, not at the library.
 --   engine.artifacts_dir() -> the running test's artifacts folder (created);
 --     engine.test_name() -> its name ("" outside a test).
+--   engine.check_options(fname, t, keys, level) raises when the table t has
+--     a key outside keys (a list or a set), naming fname, the key and the
+--     closest valid key, at the caller `level` (as error's level).
 
 local failure = require "failure"
 local testapi = require "testapi"
@@ -34,6 +37,40 @@ end
 function engine.test_name()
   local reg = testapi.current
   return reg and reg.current and reg.current.name or ""
+end
+
+-- Edit distance between two short strings (option names).
+local function distance(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur = { [0] = i }
+    for j = 1, #b do
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+function engine.check_options(fname, t, keys, level)
+  local valid = {}
+  for k, v in pairs(keys) do
+    if type(k) == "number" then valid[v] = true else valid[k] = true end
+  end
+  for k in pairs(t) do
+    if not valid[k] then
+      local best, best_d
+      for name in pairs(valid) do
+        local d = type(k) == "string" and distance(k, name) or math.huge
+        if not best_d or d < best_d or (d == best_d and name < best) then best, best_d = name, d end
+      end
+      local hint = (best and best_d <= math.max(2, #tostring(k) // 3)) and string.format("; did you mean `%s`?", best)
+        or ""
+      error(string.format("%s: unknown option `%s`%s", fname, tostring(k), hint), (level or 1) + 1)
+    end
+  end
 end
 
 return engine
