@@ -34,12 +34,19 @@ local cases = {
   { "usage_missing_file", { "no_such_file.lua" } },
   { "usage_bad_option", { "--no-such-option", "pass.lua" } },
   { "usage_bad_pattern", { "--filter", "[", "pass.lua" } },
+  { "options_stack", { "options_stack.lua" } },
+  { "options_assertion", { "options_assertion.lua" } },
+  { "options_method", { "options_method.lua" } },
 }
 
 local function mask(text, artifacts)
   text = text:gsub(artifacts:gsub("%p", "%%%0"), "<artifacts>")
   text = text:gsub("seed %d+", "seed <seed>")
   text = text:gsub("in %d+%.%d+s", "in <time>")
+  -- what a stack prints: its addresses, clock and the checkout's path
+  text = text:gsub("127%.%d+%.%d+%.(%d+)", "127.A.B.%1")
+  text = text:gsub("%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ", "<utc>")
+  text = text:gsub("[^%s']*/fixtures/([%w_/]+%.lua):%d+", "<fixtures>/%1:<line>")
   return text
 end
 
