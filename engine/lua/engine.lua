@@ -39,19 +39,22 @@ function engine.test_name()
   return reg and reg.current and reg.current.name or ""
 end
 
--- Edit distance between two short strings (option names).
+-- Edit distance between two short strings (option names), a swap of two
+-- neighbours counting as one edit ("tial" is one from "tail").
 local function distance(a, b)
-  local prev = {}
-  for j = 0, #b do prev[j] = j end
+  local d = {}
+  for i = 0, #a do d[i] = { [0] = i } end
+  for j = 0, #b do d[0][j] = j end
   for i = 1, #a do
-    local cur = { [0] = i }
     for j = 1, #b do
       local cost = a:byte(i) == b:byte(j) and 0 or 1
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+      d[i][j] = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+      if i > 1 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
+        d[i][j] = math.min(d[i][j], d[i - 2][j - 2] + 1)
+      end
     end
-    prev = cur
   end
-  return prev[#b]
+  return d[#a][#b]
 end
 
 function engine.check_options(fname, t, keys, level)
