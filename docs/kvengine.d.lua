@@ -260,6 +260,17 @@ function KvStack:complete(q) end
 ---@param r KvCompletion
 ---@return table<string, table<string, integer>>
 function KvStack:scores(r) end
+---@alias KvCapability "decisions"|"restart"|"kill"|"lora_load"|"fault"|"router_restart"|"redis_outage"|"raw_redis"|"event_stats"|"engine_cache"|"runtime_options"|"sim_options"|"mixed_pods"|"sabotage"
+---Whether the stack's target has the capability (docs/drivers.md).
+---@param capability KvCapability
+---@return boolean
+function KvStack:can(capability) end
+---Skips the test, naming the target and the capability, unless the target has every one.
+---@param ... KvCapability
+function KvStack:requires(...) end
+---What the pod's bridge and runtime counted (needs event_stats).
+---@return {bridge: table?, runtime: table?, errors: table}
+function KvStack:event_stats(pod) end
 ---@param q KvPrompt|{n: integer, concurrency?: integer}
 ---@return KvTally
 function KvStack:route(q) end

@@ -11,7 +11,7 @@
 #   3. Kthena's router with helm (the chart of KTHENA_DIR, else the released
 #      chart KTHENA_CHART_VERSION), the workload controllers left out;
 #   4. ConfigMap kvengine-kind in Kthena's namespace: the images the driver
-#      (fixtures/stack_kind.lua) puts in its pods.
+#      (fixtures/targets/kind.lua) puts in its pods.
 #
 # Safe to run again: an existing cluster is reused and helm upgrades.
 #
