@@ -3,7 +3,8 @@
  *
  *   kvengine [options] PATH...     the parent: runs files in workers, reports
  *   kvengine serve SCRIPT [ARG...] a Lua program on the loop
- *   kvengine up [ARG...]           the local stack, kept running (fixtures/up.lua)
+ *   kvengine up [ARG...]           a stack, kept running (fixtures/up.lua)
+ *   kvengine inject [ARG...]       a KV event into a running stack (fixtures/inject.lua)
  *   kvengine version               versions of the engine and its libraries
  *   kvengine __worker [options] FILE   one file (internal: the parent's child)
  *   kvengine __supervise ...       a child's supervisor (internal: see proc)
@@ -99,17 +100,17 @@ static int serve_script(const char *script, int nargs, char **args) {
   return code;
 }
 
-/* kvengine up [ARG...]: fixtures/up.lua, next to the binary or installed. */
-static int up_main(int nargs, char **args) {
-  static const char *const places[] = {"%s/../fixtures/up.lua",
-                                       "%s/../share/kvengine/fixtures/up.lua"};
+/* kvengine up|inject [ARG...]: fixtures/<command>.lua, next to the binary
+ * or installed. */
+static int fixture_command(const char *command, int nargs, char **args) {
+  static const char *const places[] = {"%s/../fixtures/%s.lua", "%s/../share/kvengine/fixtures/%s.lua"};
   char path[4200];
   for (size_t i = 0; i < sizeof places / sizeof *places; i++) {
-    snprintf(path, sizeof path, places[i], kv_exe_dir());
+    snprintf(path, sizeof path, places[i], kv_exe_dir(), command);
     if (access(path, R_OK) == 0)
       return serve_script(path, nargs, args);
   }
-  fprintf(stderr, "kvengine: fixtures/up.lua not found next to %s\n", kv_exe_path());
+  fprintf(stderr, "kvengine: fixtures/%s.lua not found next to %s\n", command, kv_exe_path());
   return 3;
 }
 
@@ -134,8 +135,8 @@ int main(int argc, char **argv) {
     }
     return serve_script(argv[2], argc - 3, argv + 3);
   }
-  if (argc >= 2 && !strcmp(argv[1], "up"))
-    return up_main(argc - 2, argv + 2);
+  if (argc >= 2 && (!strcmp(argv[1], "up") || !strcmp(argv[1], "inject")))
+    return fixture_command(argv[1], argc - 2, argv + 2);
   if (argc == 2 && !strcmp(argv[1], "version"))
     return version_main();
   struct kv_options o;
