@@ -24,6 +24,13 @@ local cases = {
   { "skips_tap", { "--tap", "skips.lua" } },
   { "known_gap", { "known_gap.lua" } },
   { "known_gap_tap", { "--tap", "known_gap.lua" } },
+  { "known_gap_target_a", { "--target", "router-a", "known_gap_scoped.lua" } },
+  { "known_gap_target_b", { "--target", "router-b", "known_gap_scoped.lua" } },
+  { "known_gap_no_target", { "known_gap_scoped.lua" } },
+  { "known_gap_bad_field", { "known_gap_bad.lua" } },
+  { "artifacts_red", { "artifacts.lua" } },
+  { "artifacts_keep", { "--keep-artifacts", "--filter", "^passes", "artifacts.lua" } },
+  { "interrupted", { "interrupt.lua" } },
   { "on_failure", { "on_failure.lua" } },
   { "background", { "background.lua" } },
   { "filter", { "--filter", "^routing", "--exclude-tags", "slow", "filter.lua" } },
@@ -34,10 +41,12 @@ local cases = {
   { "usage_missing_file", { "no_such_file.lua" } },
   { "usage_bad_option", { "--no-such-option", "pass.lua" } },
   { "usage_bad_pattern", { "--filter", "[", "pass.lua" } },
+  { "usage_bad_target", { "--target", "Kind", "pass.lua" } },
 }
 
 local function mask(text, artifacts)
   text = text:gsub(artifacts:gsub("%p", "%%%0"), "<artifacts>")
+  text = text:gsub(KVENGINE:gsub("%p", "%%%0"), "kvengine")
   text = text:gsub("seed %d+", "seed <seed>")
   text = text:gsub("in %d+%.%d+s", "in <time>")
   return text
@@ -115,7 +124,10 @@ test("JUnit: failures, skips, known gaps and file errors, valid against the sche
   local _, failures = report:gsub("<failure ", "")
   expect(failures):eq(3, "one <failure> each: mixed's, and known_gap's two real failures")
   expect(report):contains('<testcase classname="' .. DIR .. 'mixed.lua" name="second fails"')
-  expect(report):contains('<skipped message="known gap: upstream keys LoRA')
+  expect(report):contains('<skipped message="known gap: upstream keys LoRA blocks by base model. Adapter prompts '
+    .. 'never hit the cache, and their prefixes pull base-model requests (https://example.org/issue/1)"/>',
+    "a known gap is skipped with its whole reason and link")
+  expect(report):contains('<property name="known_gap_link" value="https://example.org/issue/1"/>')
   expect(report):contains('<skipped message="needs a GPU"/>')
   expect(report):contains('name="(file)"')
   expect(report):matches('<failure message="[^"]*mixed%.lua:8: block owners')
