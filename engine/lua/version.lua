@@ -52,10 +52,10 @@ function M.declare(component, version)
   if type(component) ~= "string" or component == "" then
     error("declare_version: the component is a name, e.g. \"kthena\"", 3)
   end
-  local parsed, why = type(version) == "string" and parse(version)
+  local parsed, why = nil, "the version is a string such as \"v1.0.0\""
+  if type(version) == "string" then parsed, why = parse(version) end
   if not parsed then
-    error(string.format("declare_version(%q, %s): %s", component, tostring(version),
-      why or "the version is a string such as \"v1.0.0\""), 3)
+    error(string.format("declare_version(%q, %q): %s", component, tostring(version), why), 3)
   end
   declared[component] = version
 end
