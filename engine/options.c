@@ -56,46 +56,47 @@ static const struct option long_options[] = {
 };
 
 void kv_usage(void) {
-  fputs("usage: kvengine [options] PATH...     run the tests in PATH (a file, a folder's *.lua,\n"
-        "                                      or a glob the engine expands itself)\n"
-        "       kvengine serve SCRIPT [ARG...] run a Lua program on the loop until SIGTERM/SIGINT\n"
-        "       kvengine up [--pods N] [--model M] [--router-config FILE] [--json]\n"
-        "                                      start the local KV stack, print its endpoints,\n"
-        "                                      keep it running until Ctrl-C\n"
-        "       kvengine version               print the versions of the engine and its libraries\n"
-        "\n"
-        "options:\n"
-        "  -j, --jobs N          run N files at once, each in its own worker process (default 1;\n"
-        "                        a target may lower it: see --target)\n"
-        "      --filter PATTERN  run only tests whose name matches the Lua pattern\n"
-        "      --tags a,b        run only tests tagged a or b\n"
-        "      --exclude-tags a  skip tests tagged a\n"
-        "      --list            list the tests, run nothing\n"
-        "      --tap             report as TAP 13 on stdout\n"
-        "      --junit FILE      also write a JUnit XML report to FILE\n"
-        "      --seed N          master seed (default: random; printed at start and on failure)\n"
-        "      --timeout S       default per-test time limit in seconds (default 30)\n"
-        "      --file-timeout S  time limit for a whole file (default 600)\n"
-        "      --artifacts DIR   each test's folder of diagnostics (default ./artifacts); kept for\n"
-        "                        failed tests only: a passing test's folder, and a passing file's,\n"
-        "                        is removed when its file ends\n"
-        "      --keep-artifacts  keep every test's folder, passing or not\n"
-        "      --repeat N        run every file N times\n"
-        "      --fail-fast       stop at the first failure\n"
-        "      --target NAME     the stack the fixtures start (a-z, 0-9, _ and -): the module\n"
-        "                        targets.NAME on the fixtures path; default: none named, the\n"
-        "                        fixtures pick theirs; its max_files caps -j\n"
-        "  -v, --verbose         every test with its duration, and every log line\n"
-        "      --color, --no-color  force colours on or off (default: on a TTY)\n"
-        "  -h, --help            this text\n"
-        "\n"
-        "output: the seed and the command line first, then each test's line as it ends (files\n"
-        "in the order given; under -j a file's lines wait until the files before it ended)\n"
-        "exit status: 0 all passed, 1 a test failed, 2 usage error, 3 infrastructure error\n"
-        "environment: KVENGINE_TIME_SCALE multiplies default waits on slow machines (a number\n"
-        "             > 0; anything else is a usage error); KVENGINE_TARGET is the default\n"
-        "             --target; KVENGINE_PATH is searched first for Lua modules\n",
-        stdout);
+  fputs(
+      "usage: kvengine [options] PATH...     run the tests in PATH (a file, a folder's *.lua,\n"
+      "                                      or a glob the engine expands itself)\n"
+      "       kvengine serve SCRIPT [ARG...] run a Lua program on the loop until SIGTERM/SIGINT\n"
+      "       kvengine up [--pods N] [--model M] [--router-config FILE] [--json]\n"
+      "                                      start the local KV stack, print its endpoints,\n"
+      "                                      keep it running until Ctrl-C\n"
+      "       kvengine version               print the versions of the engine and its libraries\n"
+      "\n"
+      "options:\n"
+      "  -j, --jobs N          run N files at once, each in its own worker process (default 1;\n"
+      "                        a target may lower it: see --target)\n"
+      "      --filter PATTERN  run only tests whose name matches the Lua pattern\n"
+      "      --tags a,b        run only tests tagged a or b\n"
+      "      --exclude-tags a  skip tests tagged a\n"
+      "      --list            list the tests, run nothing\n"
+      "      --tap             report as TAP 13 on stdout\n"
+      "      --junit FILE      also write a JUnit XML report to FILE\n"
+      "      --seed N          master seed (default: random; printed at start and on failure)\n"
+      "      --timeout S       default per-test time limit in seconds (default 30)\n"
+      "      --file-timeout S  time limit for a whole file (default 600)\n"
+      "      --artifacts DIR   each test's folder of diagnostics (default ./artifacts); kept for\n"
+      "                        failed tests only: a passing test's folder, and a passing file's,\n"
+      "                        is removed when its file ends\n"
+      "      --keep-artifacts  keep every test's folder, passing or not\n"
+      "      --repeat N        run every file N times\n"
+      "      --fail-fast       stop at the first failure\n"
+      "      --target NAME     the stack the fixtures start (a-z, 0-9, _ and -): the module\n"
+      "                        targets.NAME on the fixtures path; default: none named, the\n"
+      "                        fixtures pick theirs; its max_files caps -j\n"
+      "  -v, --verbose         every test with its duration, and every log line\n"
+      "      --color, --no-color  force colours on or off (default: on a TTY)\n"
+      "  -h, --help            this text\n"
+      "\n"
+      "output: the seed and the command line first, then each test's line as it ends (files\n"
+      "in the order given; under -j a file's lines wait until the files before it ended)\n"
+      "exit status: 0 all passed, 1 a test failed, 2 usage error, 3 infrastructure error\n"
+      "environment: KVENGINE_TIME_SCALE multiplies default waits on slow machines (a number\n"
+      "             > 0; anything else is a usage error); KVENGINE_TARGET is the default\n"
+      "             --target; KVENGINE_PATH is searched first for Lua modules\n",
+      stdout);
 }
 
 static int parse_number(const char *opt, const char *s, double min, double *out) {
@@ -129,7 +130,8 @@ static void defaults(struct kv_options *o) {
 static int check_target(const char *source, const char *name) {
   if (*name && strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-") == strlen(name))
     return 0;
-  fprintf(stderr, "kvengine: %s '%s': a target's name is made of a-z, 0-9, _ and -\n", source, name);
+  fprintf(stderr, "kvengine: %s '%s': a target's name is made of a-z, 0-9, _ and -\n", source,
+          name);
   return -1;
 }
 
