@@ -30,7 +30,9 @@ local cases = {
   { "known_gap_bad_field", { "known_gap_bad.lua" } },
   { "artifacts_red", { "artifacts.lua" } },
   { "artifacts_keep", { "--keep-artifacts", "--filter", "^passes", "artifacts.lua" } },
-  { "interrupted", { "interrupt.lua" } },
+  -- SIGTERM to the engine and its worker (as Ctrl-C or a CI job's timeout
+  -- sends) once this line is out.
+  { "interrupted", { "interrupt.lua" }, "  ok      reported before the signal" },
   { "on_failure", { "on_failure.lua" } },
   { "background", { "background.lua" } },
   { "filter", { "--filter", "^routing", "--exclude-tags", "slow", "filter.lua" } },
@@ -64,22 +66,35 @@ local function first_difference(want, got)
   end
 end
 
-local function run_case(args)
+-- Run kvengine on the case; with stop_after, stop it with SIGTERM once
+-- that line is in its output (which then holds stdout and stderr as they
+-- were written).
+local function run_case(args, stop_after)
   local artifacts = fs.tmpdir()
   local argv = { KVENGINE, "--no-color", "--artifacts", artifacts }
   for _, a in ipairs(args) do
     argv[#argv + 1] = a:match("%.lua$") and DIR .. a or a
   end
-  local status, out, err = proc.run { argv = argv, timeout = 60 }
+  local status, out, err
+  if stop_after then
+    local log = artifacts .. ".log"
+    local p = assert(proc.spawn { argv = argv, log = log })
+    eventually(function() return (fs.read(log) or ""):find(stop_after, 1, true) end, { timeout = 30 })
+    p:kill("TERM")
+    status, out, err = p:wait(30), fs.read(log), ""
+    os.remove(log)
+  else
+    status, out, err = proc.run { argv = argv, timeout = 60 }
+  end
   proc.run { argv = { "rm", "-rf", artifacts } }
   expect(status):type("number", "kvengine exited normally")
   return mask(out .. err, artifacts) .. "exit: " .. status .. "\n"
 end
 
 for _, c in ipairs(cases) do
-  local name, args = c[1], c[2]
+  local name, args, stop_after = c[1], c[2], c[3]
   test("transcript: " .. name, function()
-    local got = run_case(args)
+    local got = run_case(args, stop_after)
     local path = DIR .. name .. ".out"
     if UPDATE then
       fs.write(path, got)
