@@ -7,7 +7,15 @@
 ---@field timeout? number  seconds; default --timeout (30)
 ---@field tags? string[]
 ---@field skip? string  skip the test, with this reason
----@field known_gap? {reason: string, match?: string}|string  expected to fail as documented
+---@field known_gap? KnownGap|string  expected to fail as documented (a string: the reason)
+
+---What upstream gets wrong; see docs/api.md, "Known gaps".
+---@class KnownGap
+---@field reason string  what upstream does and why the test fails (its first clause is the console's line)
+---@field link? string  the issue or code that tracks it
+---@field match? string  Lua pattern the failure message must match to be the gap
+---@field targets? string[]  the mark applies only on these targets
+---@field versions? table<string, string>  component -> "<=v1.0.0" | "<v1.1.0" | ">=v0.9" | ">v1.0.0" | "=v1.0.0"
 
 ---Register a test.
 ---@param name string

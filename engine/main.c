@@ -14,9 +14,12 @@
 #include "pool.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
@@ -26,14 +29,30 @@ void kv_print_versions(lua_State *L);
 
 static void export_engine_path(void) { setenv("KVENGINE_BIN", kv_exe_path(), 1); }
 
+/*
+ * A worker dies with its parent, SIGKILL included: SIGTERM then ends the
+ * file the orderly way (every child stopped).  The parent holds the only
+ * read end of the event pipe, so a pipe already broken means the parent
+ * died before the death signal was set.
+ */
+static int follow_parent(void) {
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  struct pollfd events = {.fd = 3, .events = 0};
+  return poll(&events, 1, 0) == 1 && (events.revents & POLLERR) ? -1 : 0;
+}
+
 /* Run one test file; report events go to fd 3 when the parent opened it. */
 static int worker_main(int argc, char **argv) {
   struct kv_options o;
   if (kv_options_parse(&o, argc, argv) || o.npaths != 1)
     return 2;
-  if (fcntl(3, F_GETFD) != -1)
+  if (fcntl(3, F_GETFD) != -1) {
+    if (follow_parent() < 0)
+      return 3;
     kv_set_event_fd(3);
-  setenv("KVENGINE_TARGET", o.target, 1);
+  }
+  if (o.target)
+    setenv("KVENGINE_TARGET", o.target, 1);
   struct kv_host h;
   kv_host_open(&h, "");
   lua_State *L = h.L;

@@ -21,6 +21,7 @@ enum {
   OPT_TIMEOUT,
   OPT_FILE_TIMEOUT,
   OPT_ARTIFACTS,
+  OPT_KEEP_ARTIFACTS,
   OPT_REPEAT,
   OPT_FAIL_FAST,
   OPT_TARGET,
@@ -42,6 +43,7 @@ static const struct option long_options[] = {
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"file-timeout", required_argument, NULL, OPT_FILE_TIMEOUT},
     {"artifacts", required_argument, NULL, OPT_ARTIFACTS},
+    {"keep-artifacts", no_argument, NULL, OPT_KEEP_ARTIFACTS},
     {"repeat", required_argument, NULL, OPT_REPEAT},
     {"fail-fast", no_argument, NULL, OPT_FAIL_FAST},
     {"target", required_argument, NULL, OPT_TARGET},
@@ -54,37 +56,49 @@ static const struct option long_options[] = {
 };
 
 void kv_usage(void) {
-  fputs("usage: kvengine [options] PATH...     run the tests in PATH (a file, a folder's *.lua,\n"
-        "                                      or a glob the engine expands itself)\n"
-        "       kvengine serve SCRIPT [ARG...] run a Lua program on the loop until SIGTERM/SIGINT\n"
-        "       kvengine up [--pods N] [--model M] [--router-config FILE] [--json]\n"
-        "                                      start the local KV stack, print its endpoints,\n"
-        "                                      keep it running until Ctrl-C\n"
-        "       kvengine version               print the versions of the engine and its libraries\n"
-        "\n"
-        "options:\n"
-        "  -j, --jobs N          run N files at once, each in its own worker process (default 1)\n"
-        "      --filter PATTERN  run only tests whose name matches the Lua pattern\n"
-        "      --tags a,b        run only tests tagged a or b\n"
-        "      --exclude-tags a  skip tests tagged a\n"
-        "      --list            list the tests, run nothing\n"
-        "      --tap             report as TAP 13 on stdout\n"
-        "      --junit FILE      also write a JUnit XML report to FILE\n"
-        "      --seed N          master seed (default: random; printed at start and on failure)\n"
-        "      --timeout S       default per-test time limit in seconds (default 30)\n"
-        "      --file-timeout S  time limit for a whole file (default 600)\n"
-        "      --artifacts DIR   where failures leave their diagnostics (default ./artifacts)\n"
-        "      --repeat N        run every file N times\n"
-        "      --fail-fast       stop at the first failure\n"
-        "      --target T        the target fixtures/targets/T.lua drives (default local); exported as KVENGINE_TARGET\n"
-        "  -v, --verbose         every test with its duration, and every log line\n"
-        "      --color, --no-color  force colours on or off (default: on a TTY)\n"
-        "  -h, --help            this text\n"
-        "\n"
-        "exit status: 0 all passed, 1 a test failed, 2 usage error, 3 infrastructure error\n"
-        "environment: KVENGINE_TIME_SCALE multiplies eventually()'s default timeout;\n"
-        "             KVENGINE_TARGET is the default --target\n",
-        stdout);
+  fputs(
+      "usage: kvengine [options] PATH...     run the tests in PATH (a file, a folder's *.lua,\n"
+      "                                      or a glob the engine expands itself)\n"
+      "       kvengine serve SCRIPT [ARG...] run a Lua program on the loop until SIGTERM/SIGINT\n"
+      "       kvengine up [--target T] [--pods N] [--model M] [--router-config FILE] [--json]\n"
+      "                                      start a KV stack, print its endpoints, keep it\n"
+      "                                      running until Ctrl-C (scenarios attach with\n"
+      "                                      --target attached)\n"
+      "       kvengine inject --pod P ...    a KV event into a running `kvengine up` stack\n"
+      "       kvengine version               print the versions of the engine and its libraries\n"
+      "\n"
+      "options:\n"
+      "  -j, --jobs N          run N files at once, each in its own worker process (default 1;\n"
+      "                        a target may lower it: see --target)\n"
+      "      --filter PATTERN  run only tests whose name matches the Lua pattern\n"
+      "      --tags a,b        run only tests tagged a or b\n"
+      "      --exclude-tags a  skip tests tagged a\n"
+      "      --list            list the tests, run nothing\n"
+      "      --tap             report as TAP 13 on stdout\n"
+      "      --junit FILE      also write a JUnit XML report to FILE\n"
+      "      --seed N          master seed (default: random; printed at start and on failure)\n"
+      "      --timeout S       default per-test time limit in seconds (default 30)\n"
+      "      --file-timeout S  time limit for a whole file (default 600)\n"
+      "      --artifacts DIR   each test's folder of diagnostics (default ./artifacts); kept for\n"
+      "                        failed tests only: a passing test's folder, and a passing file's,\n"
+      "                        is removed when its file ends\n"
+      "      --keep-artifacts  keep every test's folder, passing or not\n"
+      "      --repeat N        run every file N times\n"
+      "      --fail-fast       stop at the first failure\n"
+      "      --target NAME     the stack the fixtures start (a-z, 0-9, _ and -): the module\n"
+      "                        targets.NAME on the fixtures path; default: none named, the\n"
+      "                        fixtures pick theirs; its max_files caps -j\n"
+      "  -v, --verbose         every test with its duration, and every log line\n"
+      "      --color, --no-color  force colours on or off (default: on a TTY)\n"
+      "  -h, --help            this text\n"
+      "\n"
+      "output: the seed and the command line first, then each test's line as it ends (files\n"
+      "in the order given; under -j a file's lines wait until the files before it ended)\n"
+      "exit status: 0 all passed, 1 a test failed, 2 usage error, 3 infrastructure error\n"
+      "environment: KVENGINE_TIME_SCALE multiplies default waits on slow machines (a number\n"
+      "             > 0; anything else is a usage error); KVENGINE_TARGET is the default\n"
+      "             --target; KVENGINE_PATH is searched first for Lua modules\n",
+      stdout);
 }
 
 static int parse_number(const char *opt, const char *s, double min, double *out) {
@@ -108,7 +122,19 @@ static void defaults(struct kv_options *o) {
   o->color = -1;
   o->run = 1;
   const char *target = getenv("KVENGINE_TARGET");
-  o->target = target && *target ? target : "local";
+  o->target = target && *target ? target : NULL;
+}
+
+/*
+ * A target names the fixture layer's module targets.<name>, so a name is a
+ * module name and a file name at once: lower-case letters, digits, _ and -.
+ */
+static int check_target(const char *source, const char *name) {
+  if (*name && strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-") == strlen(name))
+    return 0;
+  fprintf(stderr, "kvengine: %s '%s': a target's name is made of a-z, 0-9, _ and -\n", source,
+          name);
+  return -1;
 }
 
 static int parse_one(struct kv_options *o, int c, const char *arg) {
@@ -149,6 +175,9 @@ static int parse_one(struct kv_options *o, int c, const char *arg) {
   case OPT_ARTIFACTS:
     o->artifacts = arg;
     return 0;
+  case OPT_KEEP_ARTIFACTS:
+    o->keep_artifacts = 1;
+    return 0;
   case OPT_REPEAT:
     if (parse_number("--repeat", arg, 1, &v))
       return -1;
@@ -158,12 +187,8 @@ static int parse_one(struct kv_options *o, int c, const char *arg) {
     o->fail_fast = 1;
     return 0;
   case OPT_TARGET:
-    if (!*arg || arg[strspn(arg, "abcdefghijklmnopqrstuvwxyz0123456789_-")]) {
-      fprintf(stderr, "kvengine: --target is a target's name (fixtures/targets/<name>.lua), not '%s'\n", arg);
-      return -1;
-    }
     o->target = arg;
-    return 0;
+    return check_target("--target", arg);
   case 'v':
     o->verbose = 1;
     return 0;
@@ -188,6 +213,12 @@ static int parse_one(struct kv_options *o, int c, const char *arg) {
 
 int kv_options_parse(struct kv_options *o, int argc, char **argv) {
   defaults(o);
+  o->argc = argc;
+  o->argv = argv;
+  if (o->target && check_target("KVENGINE_TARGET", o->target)) {
+    fputs("kvengine: see kvengine --help\n", stderr);
+    return -1;
+  }
   optind = 1;
   opterr = 0; /* our own messages, which do not depend on argv[0] */
   int c;
@@ -250,6 +281,8 @@ void kv_options_push(lua_State *L, const struct kv_options *o) {
   lua_pushnumber(L, o->file_timeout);
   lua_setfield(L, -2, "file_timeout");
   set_string(L, "artifacts", o->artifacts);
+  lua_pushboolean(L, o->keep_artifacts);
+  lua_setfield(L, -2, "keep_artifacts");
   lua_pushinteger(L, o->repeat);
   lua_setfield(L, -2, "repeat");
   lua_pushboolean(L, o->fail_fast);
@@ -261,6 +294,12 @@ void kv_options_push(lua_State *L, const struct kv_options *o) {
   lua_setfield(L, -2, "color");
   lua_pushinteger(L, o->run);
   lua_setfield(L, -2, "run");
+  lua_createtable(L, o->argc, 0);
+  for (int i = 0; i < o->argc; i++) {
+    lua_pushstring(L, o->argv[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "command");
 }
 
 static void add(char **argv, int *argc, const char *a) { argv[(*argc)++] = (char *)a; }

@@ -19,14 +19,17 @@ struct kv_options {
   double timeout;
   double file_timeout;
   const char *artifacts;
+  int keep_artifacts; /* keep every test's folder, not only the failed ones' */
   int repeat;
   int fail_fast;
-  const char *target;
+  const char *target; /* NULL: none named; the fixture layer picks its default */
   int verbose;
   int color; /* -1: when stdout is a TTY */
   int run;   /* worker: which repetition this is, from 1 */
   char **paths;
   int npaths;
+  char **argv; /* the command line as given, for the report's first lines */
+  int argc;
 };
 
 /* Parse argv into o; returns 0, or prints a usage error and returns -1. */

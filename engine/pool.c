@@ -6,11 +6,15 @@
  * results.  A worker writes report events as JSON lines on fd 3; its stdout
  * and stderr are captured too.  The parent hands each line, in arrival
  * order, to the reporters (engine/lua/report.lua), which draw one console,
- * one TAP stream and one JUnit file and total one closing line.
+ * one TAP stream and one JUnit file and total one closing line, and which
+ * remove the artifacts folders of what passed once its worker is gone
+ * (through __pool.remove_tree).
  */
 #include "pool.h"
 #include "internal.h"
 
+#include <errno.h>
+#include <ftw.h>
 #include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -334,6 +338,83 @@ static int expand(const char *path) {
   return add_glob(pattern, 0);
 }
 
+/* ------------------------------------------------------ for the Lua half */
+
+static int remove_error; /* the first errno of a remove_tree */
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)ftw;
+  if ((flag == FTW_DP ? rmdir(path) : unlink(path)) != 0 && !remove_error)
+    remove_error = errno;
+  return 0;
+}
+
+/* __pool.remove_tree(path) -> true | nil, err: path and all below it; a
+ * missing path is already removed.  Symbolic links are removed, not followed. */
+static int l_remove_tree(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  remove_error = 0;
+  if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
+    remove_error = errno;
+  if (remove_error) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", path, strerror(remove_error));
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* __pool.is_dir(path) -> whether path is a folder. */
+static int l_is_dir(lua_State *L) {
+  struct stat st;
+  lua_pushboolean(L, stat(luaL_checkstring(L, 1), &st) == 0 && S_ISDIR(st.st_mode));
+  return 1;
+}
+
+static const luaL_Reg pool_funcs[] = {
+    {"remove_tree", l_remove_tree}, {"is_dir", l_is_dir}, {NULL, NULL}};
+
+/*
+ * Call require(module)[fn](arg) in the parent's state.  Returns 0 with the
+ * one result pushed, or -1 with the error printed.
+ */
+static int call_lua(const char *module, const char *fn, const char *arg) {
+  lua_State *L = pool.L;
+  lua_getglobal(L, "require");
+  lua_pushstring(L, module);
+  if (lua_pcall(L, 1, 1, 0) == LUA_OK) {
+    lua_getfield(L, -1, fn);
+    lua_remove(L, -2);
+    lua_pushstring(L, arg);
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK)
+      return 0;
+  }
+  fprintf(stderr, "kvengine: %s\n", lua_tostring(L, -1));
+  lua_pop(L, 1);
+  return -1;
+}
+
+/*
+ * A target module may say how many files can run against it at once
+ * (engine/lua/target.lua); -j is lowered to that.  Returns -1 when the
+ * module is there but broken.
+ */
+static int cap_jobs(struct kv_options *o) {
+  if (!o->target)
+    return 0;
+  if (call_lua("target", "max_files", o->target) < 0)
+    return -1;
+  lua_Integer cap = lua_isinteger(pool.L, -1) ? lua_tointeger(pool.L, -1) : 0;
+  lua_pop(pool.L, 1);
+  if (cap > 0 && cap < o->jobs) {
+    fprintf(stderr, "kvengine: the %s target runs %d file%s at a time: -j %d lowered to %d\n",
+            o->target, (int)cap, cap == 1 ? "" : "s", o->jobs, (int)cap);
+    o->jobs = (int)cap;
+  }
+  return 0;
+}
+
 static long pick_seed(void) {
   unsigned long s =
       (unsigned long)time(NULL) ^ ((unsigned long)getpid() << 16) ^ (unsigned long)uv_hrtime();
@@ -344,6 +425,8 @@ static long pick_seed(void) {
 
 static int reporters_start(void) {
   lua_State *L = pool.L;
+  luaL_newlib(L, pool_funcs);
+  lua_setglobal(L, "__pool");
   lua_getglobal(L, "require");
   lua_pushliteral(L, "report");
   if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
@@ -382,9 +465,15 @@ int kv_pool_main(struct kv_options *o) {
   }
   if (!o->seed)
     o->seed = pick_seed();
-  setenv("KVENGINE_TARGET", o->target, 1);
-  pool.workers = calloc((size_t)o->jobs + 1, sizeof *pool.workers);
   pool.L = kv_state_new();
+  if (call_lua("engine", "time_scale", NULL) < 0)
+    return 2;
+  lua_pop(pool.L, 1);
+  if (o->target)
+    setenv("KVENGINE_TARGET", o->target, 1);
+  if (cap_jobs(o) < 0)
+    return 3;
+  pool.workers = calloc((size_t)o->jobs + 1, sizeof *pool.workers);
   if (reporters_start() < 0)
     return 2;
   uv_signal_t sigint, sigterm;

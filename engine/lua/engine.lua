@@ -14,9 +14,15 @@
 --   engine.check_options(fname, t, keys, level) raises when the table t has
 --     a key outside keys (a list or a set), naming fname, the key and the
 --     closest valid key, at the caller `level` (as error's level).
+--   engine.time_scale() -> the factor for default waits (KVENGINE_TIME_SCALE).
+--   engine.target() -> the run's target, or nil; engine.declare_target(name)
+--     says which one the fixture layer picked when none was named.
+--   engine.declare_version(component, version): what a driver started, for
+--     known_gap marks scoped to versions.
 
 local failure = require "failure"
 local testapi = require "testapi"
+local version = require "version"
 
 local engine = {}
 
@@ -75,5 +81,38 @@ function engine.check_options(fname, t, keys, level)
     end
   end
 end
+
+-- The one reading of KVENGINE_TIME_SCALE: unset or empty is 1, a number > 0
+-- is itself, anything else an error naming the variable (the parent checks
+-- it before any file runs, so a run never starts with a bad value).
+function engine.time_scale()
+  local raw = os.getenv("KVENGINE_TIME_SCALE")
+  if raw == nil or raw == "" then return 1 end
+  local scale = tonumber(raw)
+  if not scale or scale <= 0 or scale == math.huge then
+    error(string.format("KVENGINE_TIME_SCALE=%s: the time scale is a number > 0 that multiplies "
+      .. "default waits (e.g. 4 on a slow machine)", raw), 2)
+  end
+  return scale
+end
+
+local named_target = os.getenv("KVENGINE_TARGET")
+if named_target == "" then named_target = nil end
+local declared_target
+
+function engine.target() return named_target or declared_target end
+
+-- When the run names no target the fixture layer picks one; it says which.
+function engine.declare_target(name)
+  if type(name) ~= "string" or not name:match("^[a-z0-9_%-]+$") then
+    error("engine.declare_target: a target's name is made of a-z, 0-9, _ and -", 2)
+  end
+  if named_target and named_target ~= name then
+    error(string.format("engine.declare_target(%q): this run's target is %s", name, named_target), 2)
+  end
+  declared_target = name
+end
+
+function engine.declare_version(component, v) version.declare(component, v) end
 
 return engine

@@ -3,18 +3,21 @@
 -- Workers send JSON lines (runner.lua): file_start, test_start, log,
 -- artifact, test_end, test_listed, file_error, file_skip, file_end.  The
 -- parent adds what only it can see: a worker that died without file_end.
--- This module keeps each run of a file as a job, counts outcomes, and hands
--- events to the reporters: the console (or TAP with --tap) on stdout and,
--- with --junit, an XML file.  Every run ends with the plain line
--- "N passed, N failed" (", N skipped" when any).
+-- This module keeps each run of a file as a job, counts outcomes, hands
+-- events to the reporters as they arrive: the console (or TAP with --tap)
+-- on stdout, line-buffered so that a pipe or a log file gets each line when
+-- it is written, and, with --junit, an XML file; and once a file's worker is
+-- gone it drops the artifacts nobody needs (artifacts.lua).  Every run ends
+-- with the plain line "N passed, N failed, N skipped", where known gaps
+-- count as skipped (and have a line of their own above it).
 
+local artifacts = require "artifacts"
 local cjson = require "cjson"
 
 local M = { exit_code = 0 }
 
 local state -- set by start
 
-local PASSED = { pass = true, gap = true }
 local FAILED = { fail = true, error = true, timeout = true }
 
 local function job_of(file, run)
@@ -39,8 +42,9 @@ function M.start(opts, files, tty)
     local ok, err = pcall(string.find, "", opts.filter)
     if not ok then return "--filter: bad Lua pattern: " .. tostring(err):gsub("^.-: ", "") end
   end
+  io.stdout:setvbuf("line")
   state = { opts = opts, counts = { passed = 0, failed = 0, skipped = 0 }, gaps = {}, order = {},
-    jobs = {}, reporters = {}, started = now(), printed = 0, infra = false }
+    jobs = {}, reporters = {}, started = now(), infra = false, artifacts = artifacts.new(opts) }
   for run = 1, opts["repeat"] do
     for _, f in ipairs(files) do
       local job = { file = f, run = run, tests = {}, errors = {}, output = {}, logs = {} }
@@ -59,7 +63,7 @@ function M.start(opts, files, tty)
   if opts.junit then
     state.reporters[#state.reporters + 1] = require("report_junit").new(opts)
   end
-  each_reporter("start", { seed = opts.seed, files = #files, jobs = #state.order })
+  each_reporter("start", { seed = opts.seed, files = #files, jobs = #state.order, command = opts.command })
   return nil
 end
 
@@ -67,6 +71,8 @@ local handlers = {}
 
 function handlers.file_start(job, ev)
   job.t0 = now()
+  job.dir = ev.artifacts
+  each_reporter("file_start", job)
 end
 
 function handlers.test_start(job, ev)
@@ -89,16 +95,16 @@ function handlers.test_end(job, ev)
   ev.logs, ev.saved = cur.logs, cur.artifacts
   job.current = nil
   job.tests[#job.tests + 1] = ev
-  if PASSED[ev.status] then
+  if ev.status == "pass" then
     count("passed", job)
-    if ev.status == "gap" then
-      state.gaps[#state.gaps + 1] = { file = job.file, name = ev.name, reason = ev.reason }
-    end
   elseif FAILED[ev.status] then
     count("failed", job)
     if ev.infra then state.infra = true end
   else
     count("skipped", job)
+    if ev.status == "gap" then
+      state.gaps[#state.gaps + 1] = { file = job.file, name = ev.name, reason = ev.reason, link = ev.link }
+    end
   end
   each_reporter("test_end", job, ev)
   return FAILED[ev.status] ~= nil
@@ -157,6 +163,7 @@ function M.worker_exit(file, run, status, signal)
       " before the file ended", infra = status == 3 or nil })
     failed = true
   end
+  state.artifacts:file_done(job)
   each_reporter("file_done", job)
   return failed
 end
@@ -164,16 +171,21 @@ end
 function M.finish(interrupted)
   local c = state.counts
   local summary = { counts = c, gaps = state.gaps, seed = state.opts.seed, duration = now() - state.started,
-    interrupted = interrupted ~= 0 and interrupted or nil }
+    interrupted = interrupted ~= 0 and interrupted or nil, artifacts = state.artifacts:finish() }
   each_reporter("finish", summary)
   if c.failed > 0 then M.exit_code = state.infra and 3 or 1 end
   return false
 end
 
--- The closing line, shared by every stdout reporter.
+-- The closing line, shared by every stdout reporter.  CI reads it: keep it
+-- exactly this shape.
 function M.closing_line(c)
-  return string.format("%d passed, %d failed%s", c.passed, c.failed,
-    c.skipped > 0 and string.format(", %d skipped", c.skipped) or "")
+  return string.format("%d passed, %d failed, %d skipped", c.passed, c.failed, c.skipped)
+end
+
+-- "1 known gap", "2 known gaps": the line above the closing line.
+function M.gaps_line(gaps)
+  return string.format("%d known gap%s", #gaps, #gaps == 1 and "" or "s")
 end
 
 return M

@@ -4,7 +4,8 @@
 -- test a <testcase classname=FILE name=TEST time=S>; a failure is <failure
 -- message=... type=fail|error|timeout> whose text gives file:line, details
 -- and the re-run command; a skip is <skipped message=reason/>; a known gap is
--- <skipped message="known gap: reason"/> with a property naming it.  The
+-- <skipped message="known gap: reason (link)"/> with properties for its
+-- whole reason and its link.  The
 -- artifacts folder is named in <system-out>.  A file that failed as a whole
 -- is a testcase named "(file)" with an <error>.
 
@@ -37,8 +38,11 @@ local function case_xml(file, t)
   elseif t.status == "skip" then
     out[#out + 1] = string.format('      <skipped message="%s"/>', esc(t.reason))
   elseif t.status == "gap" then
-    out[#out + 1] = '      <properties><property name="known_gap" value="' .. esc(t.reason) .. '"/></properties>'
-    out[#out + 1] = string.format('      <skipped message="known gap: %s"/>', esc(t.reason))
+    local link = t.link and ('<property name="known_gap_link" value="' .. esc(t.link) .. '"/>') or ""
+    out[#out + 1] = '      <properties><property name="known_gap" value="' .. esc(t.reason) .. '"/>' .. link
+      .. '</properties>'
+    out[#out + 1] = string.format('      <skipped message="known gap: %s%s"/>', esc(t.reason),
+      t.link and (" (" .. esc(t.link) .. ")") or "")
   end
   if t.artifacts then
     out[#out + 1] = "      <system-out>artifacts: " .. esc(t.artifacts) .. "</system-out>"

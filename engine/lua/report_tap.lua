@@ -1,11 +1,15 @@
 -- report_tap.lua - TAP version 13 on stdout, one line per test as it ends.
 --
--- A failure carries a YAML block (message, at, rerun, artifacts); a skip is
--- "# SKIP reason"; a known gap is a failing test marked "# TODO known gap",
--- which TAP consumers count as expected.  A file that failed as a whole
--- (syntax error, crash) is one "not ok".  The plan comes last.
+-- The seed and the command line come first, as comments; the lines of
+-- files that run at once (-j) interleave, each naming its file.  A failure
+-- carries a YAML block (message, at, rerun, artifacts); a skip is
+-- "# SKIP reason"; a known gap is a failing test marked "# TODO known gap"
+-- with its whole reason and link, which TAP consumers count as expected.  A
+-- file that failed as a whole (syntax error, crash) is one "not ok".  The
+-- plan comes last.
 
 local cjson = require "cjson"
+local command = require "command"
 local report = require "report"
 
 local Tap = {}
@@ -28,8 +32,14 @@ local function clean(s) return (tostring(s):gsub("[\r\n]+", " "):gsub("#", "\\#"
 
 function Tap:line(s) io.stdout:write(s, "\n") end
 
-function Tap:start()
+function Tap:start(info)
   self:line("TAP version 13")
+  self:line(string.format("# seed %d", info.seed))
+  self:line("# command: " .. clean(command.line(info.command)))
+end
+
+local function gap_text(g)
+  return clean(g.reason or "") .. (g.link and (" (" .. clean(g.link) .. ")") or "")
 end
 
 function Tap:test_end(job, t)
@@ -40,7 +50,7 @@ function Tap:test_end(job, t)
   elseif t.status == "skip" then
     self:line(string.format("ok %d - %s # SKIP %s", self.n, desc, clean(t.reason or "")))
   elseif t.status == "gap" then
-    self:line(string.format("not ok %d - %s # TODO known gap: %s", self.n, desc, clean(t.reason or "")))
+    self:line(string.format("not ok %d - %s # TODO known gap: %s", self.n, desc, gap_text(t)))
   else
     self:line(string.format("not ok %d - %s", self.n, desc))
     self:line(yaml_block { { "status", t.status }, { "message", t.message }, { "at", t.where },
@@ -66,8 +76,9 @@ end
 
 function Tap:finish(s)
   self:line("1.." .. self.n)
-  for _, g in ipairs(s.gaps) do self:line(string.format("# known gap: %s: %s: %s", g.file, g.name, g.reason)) end
+  for _, g in ipairs(s.gaps) do self:line(string.format("# known gap: %s: %s: %s", g.file, g.name, gap_text(g))) end
   self:line(string.format("# seed %d", s.seed))
+  if #s.gaps > 0 then self:line("# " .. report.gaps_line(s.gaps)) end
   self:line(report.closing_line(s.counts))
 end
 

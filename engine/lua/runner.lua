@@ -8,7 +8,10 @@
 -- cannot catch.  Events go to the parent as JSON lines (see report.lua).
 
 local cjson = require "cjson"
+local command = require "command"
+local engine = require "engine"
 local failure = require "failure"
+local known_gap = require "known_gap"
 local testapi = require "testapi"
 local show = require("expect").show
 
@@ -28,22 +31,6 @@ end
 
 local function slug(s)
   return (s:gsub("%.lua$", ""):gsub("[^%w%-_.]+", "_"):gsub("^_+", ""))
-end
-
-local function shell_quote(s)
-  if s:match("^[%w%-_./=:,]+$") then return s end
-  return "'" .. s:gsub("'", "'\\''") .. "'"
-end
-
-local function rerun_command(opts, name)
-  local cmd = { "kvengine", "--seed", tostring(opts.seed) }
-  if opts.target ~= "local" then cmd[#cmd + 1] = "--target " .. opts.target end
-  if name then
-    cmd[#cmd + 1] = "--filter"
-    cmd[#cmd + 1] = shell_quote("^" .. name:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0") .. "$")
-  end
-  cmd[#cmd + 1] = shell_quote(opts.file)
-  return table.concat(cmd, " ")
 end
 
 local function failed(o) return o.status == "fail" or o.status == "error" or o.status == "timeout" end
@@ -90,14 +77,20 @@ local function select_tests(reg, opts)
   return out
 end
 
-local function apply_known_gap(t, o)
+-- The test's known_gap mark, when it applies to this run (known_gap.lua).
+local function gap_of(t)
   local gap = t.opts.known_gap
+  return known_gap.applies(gap, engine.target()) and gap or nil
+end
+
+local function apply_known_gap(t, o)
+  local gap = gap_of(t)
   if not gap then return end
   if o.status == "pass" then
     o.status, o.where = "fail", t.where
-    o.message = "the known gap did not show: gap closed? remove the known_gap mark (" .. gap.reason .. ")"
-  elseif o.status == "fail" and (not gap.match or (o.message or ""):find(gap.match)) then
-    o.status, o.reason = "gap", gap.reason
+    o.message = "the known gap did not show: gap closed? remove the known_gap mark (" .. known_gap.summary(gap) .. ")"
+  elseif known_gap.expected(gap, o) then
+    o.status, o.reason, o.link, o.summary = "gap", gap.reason, gap.link, known_gap.summary(gap)
   elseif failed(o) then
     o.message = (o.message or "") .. " (not the known gap, which fails matching " .. show(gap.match) .. ")"
   end
@@ -127,7 +120,7 @@ function M.run_file(opts)
   local reg = testapi.install(file, emit)
   reg.file_dir = base
   __kv.file_deadline(opts.file_timeout)
-  emit { ev = "file_start", seed = opts.seed, run = opts.run }
+  emit { ev = "file_start", seed = opts.seed, run = opts.run, artifacts = base }
   local code = 0
 
   local function file_error(o, prefix)
@@ -173,8 +166,9 @@ function M.run_file(opts)
   local function finish(t, o, started)
     apply_known_gap(t, o)
     o.duration = now() - started
+    o.dir = reg.current.dir
     if failed(o) then
-      o.rerun = rerun_command(opts, t.name)
+      o.rerun = command.rerun(opts, t.name)
       o.artifacts = reg.current.dir
       write_failure(o, o.artifacts)
       code = o.infra and 3 or math.max(code, 1)
@@ -219,9 +213,8 @@ function M.run_file(opts)
       o.message = string.format("timed out after %gs", limit)
       o.where = o.where or t.where
     end
-    local gap_expected = t.opts.known_gap and o.status == "fail"
-      and (not t.opts.known_gap.match or (o.message or ""):find(t.opts.known_gap.match))
-    if failed(o) and not gap_expected then
+    local gap = gap_of(t)
+    if failed(o) and not (gap and known_gap.expected(gap, o)) then
       __kv.mkdir_p(cur.dir)
       run_handlers(reg.on_failure, t.name, cur.dir, scope)
       run_handlers(cur.on_failure, t.name, cur.dir, scope)

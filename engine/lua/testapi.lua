@@ -1,7 +1,8 @@
 -- testapi.lua - the globals a scenario file sees.
 --
 --   test(name, [opts], fn)      opts: timeout, tags, skip = "reason",
---                               known_gap = {reason = "...", match = "pattern"}
+--                               known_gap = {reason =, link =, match =,
+--                                 targets =, versions =} (known_gap.lua)
 --   skip(reason)  fail(message)  infra_error(message)
 --   expect(v):eq(x, "why") ...  eventually(fn, {timeout=, interval=})
 --   parallel{fn, ...}  log(...)  artifact(name, data)  on_failure(fn)
@@ -12,6 +13,7 @@
 
 local failure = require "failure"
 local expect = require "expect"
+local known_gap = require "known_gap"
 
 local M = {}
 
@@ -21,10 +23,8 @@ M.current = nil
 local DEFAULT_EVENTUALLY = 5
 local DEFAULT_INTERVAL = 0.05
 
-local function time_scale()
-  local s = tonumber(os.getenv("KVENGINE_TIME_SCALE") or "")
-  return s and s > 0 and s or 1
-end
+-- engine.lua requires this module: ask it for the time scale when needed.
+local function time_scale() return require("engine").time_scale() end
 
 local function caller_where(level)
   local info = debug.getinfo(level + 1, "Sl")
@@ -38,12 +38,9 @@ local function check_opts(name, opts)
   if opts.skip ~= nil and type(opts.skip) ~= "string" then
     error(string.format("test %q: skip must be a reason (a string)", name), 3)
   end
-  local gap = opts.known_gap
-  if type(gap) == "string" then
-    opts.known_gap = { reason = gap }
-  elseif gap ~= nil and (type(gap) ~= "table" or type(gap.reason) ~= "string") then
-    error(string.format("test %q: known_gap is {reason = \"...\", match = \"pattern\"}", name), 3)
-  end
+  local gap, why = known_gap.check(opts.known_gap)
+  if why then error(string.format("test %q: %s", name, why), 3) end
+  opts.known_gap = gap
   if opts.tags ~= nil and type(opts.tags) ~= "table" then
     error(string.format("test %q: tags must be a list of strings", name), 3)
   end

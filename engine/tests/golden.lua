@@ -24,6 +24,15 @@ local cases = {
   { "skips_tap", { "--tap", "skips.lua" } },
   { "known_gap", { "known_gap.lua" } },
   { "known_gap_tap", { "--tap", "known_gap.lua" } },
+  { "known_gap_target_a", { "--target", "router-a", "known_gap_scoped.lua" } },
+  { "known_gap_target_b", { "--target", "router-b", "known_gap_scoped.lua" } },
+  { "known_gap_no_target", { "known_gap_scoped.lua" } },
+  { "known_gap_bad_field", { "known_gap_bad.lua" } },
+  { "artifacts_red", { "artifacts.lua" } },
+  { "artifacts_keep", { "--keep-artifacts", "--filter", "^passes", "artifacts.lua" } },
+  -- SIGTERM to the engine and its worker (as Ctrl-C or a CI job's timeout
+  -- sends) once this line is out.
+  { "interrupted", { "interrupt.lua" }, "  ok      reported before the signal" },
   { "on_failure", { "on_failure.lua" } },
   { "background", { "background.lua" } },
   { "filter", { "--filter", "^routing", "--exclude-tags", "slow", "filter.lua" } },
@@ -37,10 +46,12 @@ local cases = {
   { "options_stack", { "options_stack.lua" } },
   { "options_assertion", { "options_assertion.lua" } },
   { "options_method", { "options_method.lua" } },
+  { "usage_bad_target", { "--target", "Kind", "pass.lua" } },
 }
 
 local function mask(text, artifacts)
   text = text:gsub(artifacts:gsub("%p", "%%%0"), "<artifacts>")
+  text = text:gsub(KVENGINE:gsub("%p", "%%%0"), "kvengine")
   text = text:gsub("seed %d+", "seed <seed>")
   text = text:gsub("in %d+%.%d+s", "in <time>")
   -- what a stack prints: its addresses, clock and the checkout's path
@@ -62,22 +73,35 @@ local function first_difference(want, got)
   end
 end
 
-local function run_case(args)
+-- Run kvengine on the case; with stop_after, stop it with SIGTERM once
+-- that line is in its output (which then holds stdout and stderr as they
+-- were written).
+local function run_case(args, stop_after)
   local artifacts = fs.tmpdir()
   local argv = { KVENGINE, "--no-color", "--artifacts", artifacts }
   for _, a in ipairs(args) do
     argv[#argv + 1] = a:match("%.lua$") and DIR .. a or a
   end
-  local status, out, err = proc.run { argv = argv, timeout = 60 }
+  local status, out, err
+  if stop_after then
+    local log = artifacts .. ".log"
+    local p = assert(proc.spawn { argv = argv, log = log })
+    eventually(function() return (fs.read(log) or ""):find(stop_after, 1, true) end, { timeout = 30 })
+    p:kill("TERM")
+    status, out, err = p:wait(30), fs.read(log), ""
+    os.remove(log)
+  else
+    status, out, err = proc.run { argv = argv, timeout = 60 }
+  end
   proc.run { argv = { "rm", "-rf", artifacts } }
   expect(status):type("number", "kvengine exited normally")
   return mask(out .. err, artifacts) .. "exit: " .. status .. "\n"
 end
 
 for _, c in ipairs(cases) do
-  local name, args = c[1], c[2]
+  local name, args, stop_after = c[1], c[2], c[3]
   test("transcript: " .. name, function()
-    local got = run_case(args)
+    local got = run_case(args, stop_after)
     local path = DIR .. name .. ".out"
     if UPDATE then
       fs.write(path, got)
@@ -122,7 +146,10 @@ test("JUnit: failures, skips, known gaps and file errors, valid against the sche
   local _, failures = report:gsub("<failure ", "")
   expect(failures):eq(3, "one <failure> each: mixed's, and known_gap's two real failures")
   expect(report):contains('<testcase classname="' .. DIR .. 'mixed.lua" name="second fails"')
-  expect(report):contains('<skipped message="known gap: upstream keys LoRA')
+  expect(report):contains('<skipped message="known gap: upstream keys LoRA blocks by base model. Adapter prompts '
+    .. 'never hit the cache, and their prefixes pull base-model requests (https://example.org/issue/1)"/>',
+    "a known gap is skipped with its whole reason and link")
+  expect(report):contains('<property name="known_gap_link" value="https://example.org/issue/1"/>')
   expect(report):contains('<skipped message="needs a GPU"/>')
   expect(report):contains('name="(file)"')
   expect(report):matches('<failure message="[^"]*mixed%.lua:8: block owners')
