@@ -20,7 +20,7 @@
 local kvcache = require "kvcache"
 local http = require "http"
 
-local SCALE = tonumber(os.getenv("KVENGINE_TIME_SCALE") or "") or 1
+local SCALE = require("engine").time_scale()
 local MAX_WAITING = 3 -- least-request's maxWaitingRequests in these stacks
 -- p1 answers a request of n tokens in (n - 1) x 50 ms, so a long request
 -- keeps it busy for the whole test while one-token probes answer at once;

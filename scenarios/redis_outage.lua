@@ -22,7 +22,7 @@
 
 local kvcache = require "kvcache"
 
-local SCALE = tonumber(os.getenv("KVENGINE_TIME_SCALE") or "") or 1
+local SCALE = require("engine").time_scale()
 local ERRORS = "kthena_router_kvcache_aware_errors_total"
 local QUIET_SIMS = { event_batch_delay = 3600, event_batch_size = 1000000 }
 
