@@ -10,6 +10,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -310,6 +311,38 @@ static int l_mkdtemp(lua_State *L) {
   return 1;
 }
 
+static int remove_error; /* the first errno of a remove_tree */
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)ftw;
+  if ((flag == FTW_DP ? rmdir(path) : unlink(path)) != 0 && !remove_error)
+    remove_error = errno;
+  return 0;
+}
+
+/* __kv.remove_tree(path) -> true | nil, err: path and all below it; a
+ * missing path is already removed.  Symbolic links are removed, not followed. */
+static int l_remove_tree(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  remove_error = 0;
+  if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
+    remove_error = errno;
+  if (remove_error) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", path, strerror(remove_error));
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* __kv.is_dir(path) -> whether path is a folder. */
+static int l_is_dir(lua_State *L) {
+  struct stat st;
+  lua_pushboolean(L, stat(luaL_checkstring(L, 1), &st) == 0 && S_ISDIR(st.st_mode));
+  return 1;
+}
+
 static int l_file_expired(lua_State *L) {
   lua_pushboolean(L, kv_file_expired());
   return 1;
@@ -326,6 +359,8 @@ static const luaL_Reg internal_funcs[] = {{"run", l_run},
                                           {"file_expired", l_file_expired},
                                           {"mkdir_p", l_mkdir_p},
                                           {"mkdtemp", l_mkdtemp},
+                                          {"remove_tree", l_remove_tree},
+                                          {"is_dir", l_is_dir},
                                           {"scope_current", l_scope_current},
                                           {"spawn_in", l_spawn_in},
                                           {"file_deadline", l_file_deadline},

@@ -8,13 +8,12 @@
  * order, to the reporters (engine/lua/report.lua), which draw one console,
  * one TAP stream and one JUnit file and total one closing line, and which
  * remove the artifacts folders of what passed once its worker is gone
- * (through __pool.remove_tree).
+ * (through fs.remove_tree).
  */
 #include "pool.h"
 #include "internal.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -338,43 +337,6 @@ static int expand(const char *path) {
   return add_glob(pattern, 0);
 }
 
-/* ------------------------------------------------------ for the Lua half */
-
-static int remove_error; /* the first errno of a remove_tree */
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st, (void)ftw;
-  if ((flag == FTW_DP ? rmdir(path) : unlink(path)) != 0 && !remove_error)
-    remove_error = errno;
-  return 0;
-}
-
-/* __pool.remove_tree(path) -> true | nil, err: path and all below it; a
- * missing path is already removed.  Symbolic links are removed, not followed. */
-static int l_remove_tree(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
-  remove_error = 0;
-  if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
-    remove_error = errno;
-  if (remove_error) {
-    lua_pushnil(L);
-    lua_pushfstring(L, "%s: %s", path, strerror(remove_error));
-    return 2;
-  }
-  lua_pushboolean(L, 1);
-  return 1;
-}
-
-/* __pool.is_dir(path) -> whether path is a folder. */
-static int l_is_dir(lua_State *L) {
-  struct stat st;
-  lua_pushboolean(L, stat(luaL_checkstring(L, 1), &st) == 0 && S_ISDIR(st.st_mode));
-  return 1;
-}
-
-static const luaL_Reg pool_funcs[] = {
-    {"remove_tree", l_remove_tree}, {"is_dir", l_is_dir}, {NULL, NULL}};
-
 /*
  * Call require(module)[fn](arg) in the parent's state.  Returns 0 with the
  * one result pushed, or -1 with the error printed.
@@ -425,8 +387,6 @@ static long pick_seed(void) {
 
 static int reporters_start(void) {
   lua_State *L = pool.L;
-  luaL_newlib(L, pool_funcs);
-  lua_setglobal(L, "__pool");
   lua_getglobal(L, "require");
   lua_pushliteral(L, "report");
   if (lua_pcall(L, 1, 1, 0) != LUA_OK) {

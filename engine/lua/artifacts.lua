@@ -8,19 +8,20 @@
 -- (passed, skipped, known gaps).  --keep-artifacts keeps them all.  The
 -- root goes too at the end when this run made it and left it empty.
 
+local fs = require "fs"
 local M = {}
 M.__index = M
 
 local function failed(t) return t.status == "fail" or t.status == "error" or t.status == "timeout" end
 
 local function remove(path)
-  local ok, err = __pool.remove_tree(path)
+  local ok, err = fs.remove_tree(path)
   if not ok then io.stderr:write("kvengine: cannot remove the artifacts of a passing test: ", err, "\n") end
 end
 
 function M.new(opts)
   return setmetatable({ root = opts.artifacts, keep = opts.keep_artifacts,
-    made_root = not __pool.is_dir(opts.artifacts), kept = false }, M)
+    made_root = not fs.is_dir(opts.artifacts), kept = false }, M)
 end
 
 -- job: the file's run as report.lua keeps it (dir, tests, failed).
@@ -37,13 +38,13 @@ function M:file_done(job)
       if t.dir and not keep[t.dir] then remove(t.dir) end
     end
   end
-  self.kept = self.kept or __pool.is_dir(job.dir)
+  self.kept = self.kept or fs.is_dir(job.dir)
 end
 
 -- The root, when the run left something in it; else nil.
 function M:finish()
   if self.made_root then os.remove(self.root) end -- only an empty folder goes
-  return self.kept and __pool.is_dir(self.root) and self.root or nil
+  return self.kept and fs.is_dir(self.root) and self.root or nil
 end
 
 return M

@@ -6,6 +6,9 @@
 --   fs.append(path, data)         raises when it cannot
 --   fs.mkdir_p(path) -> path      the folder and its parents; raises
 --   fs.tmpdir() -> path           a new private folder under $TMPDIR or /tmp
+--   fs.remove_tree(path) -> true | nil, err   path and all below it (links
+--                                 are removed, not followed)
+--   fs.is_dir(path) -> bool
 --
 -- Blocking calls on small local files: fine on the loop.
 
@@ -37,5 +40,9 @@ end
 function fs.tmpdir()
   return assert(__kv.mkdtemp())
 end
+
+function fs.remove_tree(path) return __kv.remove_tree(path) end
+
+function fs.is_dir(path) return __kv.is_dir(path) end
 
 return fs
