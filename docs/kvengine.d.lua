@@ -268,7 +268,7 @@ function KvStack:complete(q) end
 ---@param r KvCompletion
 ---@return table<string, table<string, integer>>
 function KvStack:scores(r) end
----@alias KvCapability "decisions"|"restart"|"kill"|"lora_load"|"fault"|"router_restart"|"redis_outage"|"raw_redis"|"event_stats"|"engine_cache"|"runtime_options"|"sim_options"|"mixed_pods"|"sabotage"
+---@alias KvCapability "decisions"|"restart"|"kill"|"lora_load"|"fault"|"router_restart"|"redis_outage"|"raw_redis"|"event_stats"|"engine_cache"|"runtime_options"|"sim_options"|"mixed_pods"|"sabotage"|"second_stack"
 ---Whether the stack's target has the capability (docs/drivers.md).
 ---@param capability KvCapability
 ---@return boolean
