@@ -14,6 +14,8 @@
  *   cleared = {kind = "cleared"}
  *
  * Hashes are uint64 carried as Lua integers with the same bits (kv.u64).
+ * A decoded event may also carry signed_hashes (kv_events_decode.c); encode
+ * ignores it.
  *
  * kv.stored{...}, kv.removed{...}, kv.cleared{} build events: they check
  * every field (an unknown field name raises, to catch typos), turn decimal

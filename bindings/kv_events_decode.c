@@ -37,9 +37,17 @@
  *   checked); BlockRemoved needs block_hashes.  The returned batch is the
  *   same as the tolerant one, so a Kthena-faithful runtime calls decode with
  *   this profile and drops the batch on nil, and a diagnostic tool can call
- *   both profiles to say whether Kthena would have taken what it saw.  One
- *   deviation: token ids outside uint32 are rejected in both profiles, where
- *   Kthena would drop only that event when it hashes them.
+ *   both profiles to say whether Kthena would have taken what it saw.
+ *
+ *   Token ids are any integers in both profiles, as msgspec's list[int]
+ *   takes them: an id outside uint32 is the consumer's to refuse (Kthena
+ *   drops the one event whose ids do not pack into 4 bytes, not the batch).
+ *   Such an id is a Lua integer, or a float when it is a uint64 above
+ *   2^63 - 1.  A block hash sent as a negative msgpack integer (vLLM's
+ *   hashes from Python's hash() are signed) is the same Lua integer as the
+ *   uint64 with its bits, but a Python consumer prints it signed: such
+ *   events carry signed_hashes = {[i] = true} for those positions of
+ *   hashes (the field is absent when there are none).
  *
  *   The dialect returned is the most general one that explains the bytes:
  *   the first of vllm-array, sglang, sim-legacy (array events), vllm-map,
@@ -250,6 +258,7 @@ typedef struct {
   lua_State *L;
   int kthena;
   int map_events, array_events, unknown_events;
+  int wide_tokens; /* token ids outside uint32: no encoder writes them */
   char err[320];
 } dstate;
 
@@ -358,24 +367,58 @@ static int get_hash(dstate *s, const event_view *ev, const msgpack_object *o, co
   return 0;
 }
 
-/* Push the hash list field as a Lua sequence. */
-static int push_hashes(dstate *s, const event_view *ev, const msgpack_object *o) {
+/*
+ * Set the event's hashes (a Lua sequence) from the block_hashes field o,
+ * and signed_hashes when some of them are negative msgpack integers.  The
+ * event table is at the top of the stack.
+ */
+static int set_hashes(dstate *s, const event_view *ev, const msgpack_object *o) {
   lua_State *L = s->L;
   if (is_nil(o))
     return derr(s, "shape: events[%d] %s without block_hashes", ev->evno, ev->tag);
   if (o->type != MSGPACK_OBJECT_ARRAY)
     return derr(s, "shape: events[%d] %s: block_hashes must be an array, got %s", ev->evno, ev->tag,
                 obj_type(o));
-  lua_createtable(L, (int)o->via.array.size, 0);
-  for (uint32_t i = 0; i < o->via.array.size; i++) {
+  uint32_t n = o->via.array.size, nsigned = 0;
+  lua_createtable(L, (int)n, 0);
+  for (uint32_t i = 0; i < n; i++) {
     uint64_t h = 0;
     char what[48];
     snprintf(what, sizeof what, "block_hashes[%u]", i + 1);
     if (get_hash(s, ev, &o->via.array.ptr[i], what, &h) != 0)
       return -1;
+    nsigned += o->via.array.ptr[i].type == MSGPACK_OBJECT_NEGATIVE_INTEGER;
     lua_pushinteger(L, (lua_Integer)h);
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
+  lua_setfield(L, -2, "hashes");
+  if (nsigned == 0)
+    return 0;
+  lua_createtable(L, 0, (int)nsigned);
+  for (uint32_t i = 0; i < n; i++) {
+    if (o->via.array.ptr[i].type != MSGPACK_OBJECT_NEGATIVE_INTEGER)
+      continue;
+    lua_pushboolean(L, 1);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_setfield(L, -2, "signed_hashes");
+  return 0;
+}
+
+/* Push a token id: any integer (see the top of the file), else an error. */
+static int push_token(dstate *s, const event_view *ev, const msgpack_object *x, uint32_t i) {
+  if (!is_int(x))
+    return derr(s, "shape: events[%d] BlockStored: token_ids[%u] must be an integer, got %s",
+                ev->evno, i + 1, obj_type(x));
+  if (x->type == MSGPACK_OBJECT_POSITIVE_INTEGER && x->via.u64 <= UINT32_MAX) {
+    lua_pushinteger(s->L, (lua_Integer)x->via.u64);
+    return 0;
+  }
+  s->wide_tokens++;
+  if (x->type == MSGPACK_OBJECT_POSITIVE_INTEGER && x->via.u64 > (uint64_t)INT64_MAX)
+    lua_pushnumber(s->L, (lua_Number)x->via.u64);
+  else
+    lua_pushinteger(s->L, int_of(x));
   return 0;
 }
 
@@ -434,9 +477,8 @@ static int decode_stored(dstate *s, const event_view *ev) {
   lua_createtable(L, 0, 8);
   lua_pushliteral(L, "stored");
   lua_setfield(L, -2, "kind");
-  if (push_hashes(s, ev, f[0]) != 0)
+  if (set_hashes(s, ev, f[0]) != 0)
     return -1;
-  lua_setfield(L, -2, "hashes");
   if (!is_nil(f[1])) {
     uint64_t h = 0;
     if (get_hash(s, ev, f[1], "parent_block_hash", &h) != 0)
@@ -451,14 +493,8 @@ static int decode_stored(dstate *s, const event_view *ev) {
   uint32_t nt = is_nil(t) ? 0 : t->via.array.size;
   lua_createtable(L, (int)nt, 0);
   for (uint32_t i = 0; i < nt; i++) {
-    const msgpack_object *x = &t->via.array.ptr[i];
-    if (x->type != MSGPACK_OBJECT_POSITIVE_INTEGER || x->via.u64 > UINT32_MAX)
-      return derr(s, "shape: events[%d] BlockStored: token_ids[%u] must be a uint32, got %s",
-                  ev->evno, i + 1,
-                  x->type == MSGPACK_OBJECT_POSITIVE_INTEGER   ? "a larger integer"
-                  : x->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? "a negative integer"
-                                                               : obj_type(x));
-    lua_pushinteger(L, (lua_Integer)x->via.u64);
+    if (push_token(s, ev, &t->via.array.ptr[i], i) != 0)
+      return -1;
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
   lua_setfield(L, -2, "tokens");
@@ -479,9 +515,8 @@ static int decode_removed(dstate *s, const event_view *ev) {
   lua_createtable(L, 0, 4);
   lua_pushliteral(L, "removed");
   lua_setfield(L, -2, "kind");
-  if (push_hashes(s, ev, field(ev, 0, "block_hashes")) != 0)
+  if (set_hashes(s, ev, field(ev, 0, "block_hashes")) != 0)
     return -1;
-  lua_setfield(L, -2, "hashes");
   if (set_opt(s, ev, field(ev, 1, "medium"), "medium", 0, 1) != 0 ||
       set_opt(s, ev, field(ev, 2, "group_idx"), "group_idx", 1, 1) != 0)
     return -1;
@@ -619,7 +654,7 @@ static kv_dialect name_dialect(lua_State *L, const dstate *s, int b, int batch_i
     fallback = KV_VLLM09;
   }
   if (batch_is_map || (s->map_events > 0 && s->array_events > 0) || s->unknown_events > 0 ||
-      nfields > 3)
+      s->wide_tokens > 0 || nfields > 3)
     return fallback;
   kv_outbuf *ob = kv_outbuf_new(L);
   for (size_t i = 0; i < ncand; i++) {

@@ -29,9 +29,11 @@
  * number, %d an integer, %u an integer as unsigned 64 bits (a hash above
  * 2^63), %% a percent sign; p:callf("SET %s%u %d", prefix, hash, value).
  * Option replies = "errors" (the default is "all") reads every reply but
- * keeps only the error replies: the pipeline returns how many there were
- * and the first one's message (nil when none), and builds no Lua value for
- * the others.  A batch from redis.batch() is a pipeline's p made ahead of
+ * keeps only the error replies, counting too the errors inside an array
+ * reply (the replies of a MULTI ... EXEC's commands come as EXEC's array):
+ * the pipeline returns how many there were and the first one's message
+ * (nil when none), and builds no Lua value for the others.  A batch from
+ * redis.batch() is a pipeline's p made ahead of
  * time: it is filled outside any call, sent by c:pipeline(b) as often as
  * wanted (on any connection), and keeps its commands; p itself takes no
  * commands once its pipeline was sent.
@@ -701,6 +703,12 @@ static call *call_new(conn *c, kv_wait *w, enum call_kind kind, int n, int keep_
   return k;
 }
 
+/* Count an error reply for a call that keeps only errors. */
+static void note_error(call *k, const redisReply *h) {
+  if (h->type == REDIS_REPLY_ERROR && k->nerr++ == 0)
+    k->first_err = xstrndup(h->str ? h->str : "", h->str ? h->len : 0);
+}
+
 /* hiredis callback: one reply (NULL: the context is being freed). */
 static void reply_received(redisAsyncContext *ac, void *r, void *privdata) {
   call *k = privdata;
@@ -709,10 +717,13 @@ static void reply_received(redisAsyncContext *ac, void *r, void *privdata) {
       conn_gone(k->c, "connection lost", ac->err ? ac->errstr : NULL);
     } else if (k->got < k->n) {
       const redisReply *h = r;
-      if (k->replies)
+      if (k->replies) {
         k->replies[k->got] = reply_keep(r, &k->copies[k->got]);
-      else if (h->type == REDIS_REPLY_ERROR && k->nerr++ == 0)
-        k->first_err = xstrndup(h->str ? h->str : "", h->str ? h->len : 0);
+      } else {
+        note_error(k, h);
+        for (size_t i = 0; h->type == REDIS_REPLY_ARRAY && i < h->elements; i++)
+          note_error(k, h->element[i]);
+      }
       if (++k->got == k->n)
         call_settle(k, NULL);
     }

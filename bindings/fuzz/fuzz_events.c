@@ -6,9 +6,10 @@
  *   - it never raises for any bytes (it returns nil, err);
  *   - the "kthena" profile never accepts what "tolerant" rejects, and names
  *     the same dialect when both accept;
- *   - a decoded batch (without events of unknown type) encodes in the named
- *     dialect, and that encoding decodes to a batch that encodes to the same
- *     bytes under the same dialect name.
+ *   - a decoded batch (without events of unknown type, or token ids outside
+ *     uint32, which no producer writes) encodes in the named dialect, and
+ *     that encoding decodes to a batch that encodes to the same bytes under
+ *     the same dialect name.
  * A broken rule aborts, so libFuzzer keeps the input.  Memory errors are
  * ASan's and UBSan's to find.
  *
@@ -31,7 +32,12 @@ static const char check_src[] =
     "if bk and not b then error('kthena accepted what tolerant rejected') end\n"
     "if bk and dk ~= d then error('profiles disagree on the dialect: ' .. d .. ' ' .. dk) end\n"
     "if not b then return end\n"
-    "for _, e in ipairs(b.events) do if e.kind == 'unknown' then return end end\n"
+    "for _, e in ipairs(b.events) do\n"
+    "  if e.kind == 'unknown' then return end\n"
+    "  for _, t in ipairs(e.tokens or {}) do\n"
+    "    if math.type(t) ~= 'integer' or t < 0 or t > 0xffffffff then return end\n"
+    "  end\n"
+    "end\n"
     "local bytes = kv.events.encode(b, d)\n"
     "local b2, d2 = kv.events.decode(bytes)\n"
     "if not b2 then error('re-encoded batch does not decode: ' .. d2) end\n"

@@ -521,6 +521,47 @@ test("decode profile kthena: what Kthena's runtime decoder accepts", function()
   expect(function() kv.events.decode("", { profile = "strict" }) end):raises("profile")
 end)
 
+-- msgspec's list[int] takes any msgpack integer, and Kthena's runtime
+-- fails only the event whose ids do not pack into 4 bytes
+-- (python/kthena/runtime/kv_cache_manager.py:50 at 3cc0572): the decoder
+-- passes such ids on, in both profiles.
+test("decode: token ids outside uint32 are passed on for the consumer to refuse", function()
+  local function batch(tokens)
+    return mp.arr { mp.f64(1), mp.arr { mp.arr { mp.str("BlockStored"), mp.arr { mp.int(7) }, mp.null,
+      mp.arr(tokens), mp.int(2), mp.null }, mp.arr { mp.str("BlockRemoved"), mp.arr { mp.int(7) } } }, mp.int(0) }
+  end
+  local bytes = batch { mp.int(-1), mp.u64(2 ^ 32), mp.u64(-1), mp.int(4294967295) }
+  for _, profile in ipairs { "tolerant", "kthena" } do
+    local b, dialect = kv.events.decode(bytes, { profile = profile })
+    expect(b.events[1].tokens):eq({ -1, 4294967296, 2.0 ^ 64, 4294967295 }, profile)
+    expect(dialect):eq("vllm-array", profile .. ": named by its shape (no encoder writes such ids)")
+    expect(#b.events):eq(2, profile .. ": the batch is whole")
+  end
+  expect(select(2, kv.events.decode(batch { mp.str("1") }, { profile = "kthena" })))
+    :matches("^shape: .*token_ids%[1%] must be an integer, got a string")
+end)
+
+-- vLLM's block hashes from Python's hash() are signed; msgspec sends a
+-- negative one as a negative msgpack integer, and Kthena's runtime writes it
+-- signed into its mapping key (kv_cache_manager.py:72). The Lua integer is
+-- the same as the uint64 with the same bits; signed_hashes tells them apart.
+test("decode: block hashes sent as negative integers are named in signed_hashes", function()
+  local bytes = mp.arr { mp.f64(1), mp.arr {
+    mp.arr { mp.str("BlockStored"), mp.arr { mp.int(-5), mp.u64(-5), mp.int(5) }, mp.null,
+      mp.arr { mp.int(1), mp.int(2), mp.int(3) }, mp.int(1), mp.null },
+    mp.arr { mp.str("BlockRemoved"), mp.arr { mp.u64(9), mp.int(-9) } },
+    mp.arr { mp.str("BlockRemoved"), mp.arr { mp.u64(9) } } }, mp.int(0) }
+  for _, profile in ipairs { "tolerant", "kthena" } do
+    local b = kv.events.decode(bytes, { profile = profile })
+    expect(b.events[1].hashes):eq({ -5, -5, 5 }, profile)
+    expect(b.events[1].signed_hashes):eq({ [1] = true }, profile .. ": only the negative msgpack integer")
+    expect(b.events[2].signed_hashes):eq({ [2] = true }, profile)
+    expect(b.events[3].signed_hashes):is_nil(profile .. ": absent when there are none")
+  end
+  local b = kv.events.decode(bytes)
+  expect(kv.events.decode(kv.events.encode(b)).events[1].signed_hashes):is_nil("encode writes uint64 hashes")
+end)
+
 test("decode: truncated input is an error, never a crash", function()
   for _, d in ipairs(kv.events.dialects) do
     local bytes = kv.events.encode(full_batch(), d)
@@ -557,8 +598,8 @@ test("decode: garbage and wrong shapes give clear errors", function()
       "^shape: events%[1%] BlockRemoved: block_hashes must be an array" },
     { mp.arr { mp.f64(1), mp.arr { mp.arr { mp.str("BlockRemoved"), mp.arr { mp.f64(1) } } } },
       "^shape: .*block_hashes%[1%] must be an integer or raw bytes, got a float" },
-    { mp.arr { mp.f64(1), mp.arr { mp.arr { mp.str("BlockStored"), mp.arr {}, mp.null, mp.arr { mp.int(-1) } } } },
-      "^shape: .*token_ids%[1%] must be a uint32, got a negative integer" },
+    { mp.arr { mp.f64(1), mp.arr { mp.arr { mp.str("BlockStored"), mp.arr {}, mp.null, mp.arr { mp.f64(1) } } } },
+      "^shape: .*token_ids%[1%] must be an integer, got a float" },
     { mp.arr { mp.f64(1), mp.arr { mp.arr { mp.str("BlockStored"), mp.arr {}, mp.null, mp.arr {},
       mp.str("16") } } }, "^shape: .*block_size must be an integer or nil" },
   }
