@@ -99,6 +99,10 @@ void kv_coro_install(lua_State *L);
 /* core.c: the core Lua functions (sleep, spawn, parallel's pieces, __kv) */
 int luaopen_kvcore(lua_State *L);
 void kv_set_event_fd(int fd);
+void kv_defer_forget(lua_State *L, kv_scope *s); /* drop what was deferred on s */
+
+/* strict_options.c: check_options(fname, t, keys [, level]) for Lua */
+int kv_l_check_options(lua_State *L);
 
 /* modules.c */
 void kv_modules_install(lua_State *L);

@@ -5,7 +5,12 @@
 --     file's); engine.spawn_in(scope, fn, ...) -> task: fn runs in that
 --     scope, so what it opens lives as long as that scope, not as long as the
 --     caller's test (a stack made in before_all restarting a pod in a test);
---     scope:open() tells whether it still runs.
+--     scope:open() tells whether it still runs; scope:defer(fn) runs fn
+--     when the scope ends (engine.defer(fn): the caller's scope).
+--   engine.check_options(fname, t, keys [, level]) -> t: raises, naming the
+--     key and the closest valid one, when t has a key not in keys (a list or
+--     a set); the error points `level` frames up as error() does (default 2:
+--     the caller of the function that checks).  The bindings' own check.
 --   engine.helper() marks the calling file as a helper library: failures
 --     raised through it (expect, fail, eventually) point at the scenario's
 --     line that called it, not at the library.
@@ -20,6 +25,15 @@ local engine = {}
 function engine.scope() return __kv.scope_current() end
 
 function engine.spawn_in(scope, fn, ...) return __kv.spawn_in(scope, fn, ...) end
+
+-- Deferred functions run when the scope ends: the test's (after its
+-- after_each hooks, whether it passed, failed or timed out) or, for code at
+-- file level or in before_all, the file's (after after_all).  Newest first,
+-- each guarded with its own time limit; one that fails is reported and the
+-- others still run.
+function engine.defer(fn) return __kv.scope_current():defer(fn) end
+
+engine.check_options = __kv.check_options
 
 function engine.helper()
   failure.helper(debug.getinfo(2, "S").source)
