@@ -700,12 +700,9 @@ static void parse_request(lua_State *L, spawn_req *q, const char *who, int run) 
 
 /* nil, message for a child that never started (and let go of it). */
 static int push_start_failure(lua_State *L, pwait *pw) {
-  luaL_pushfail(L);
-  if (!pw->c) {
-    lua_pushstring(L, pw->err);
-    return 2;
-  }
-  lua_pushstring(L, pw->c->errmsg[0] ? pw->c->errmsg : "proc: the child did not start");
+  if (!pw->c)
+    return kv_fail(L, "%s", pw->err);
+  kv_fail(L, "%s", pw->c->errmsg[0] ? pw->c->errmsg : "proc: the child did not start");
   child_close(pw->c);
   return 2;
 }
@@ -857,9 +854,7 @@ static int wait_k(lua_State *L, int status, lua_KContext ctx) {
   pwait *pw = kv_wait_data(kv_wait_of(ctx));
   if (!pw->timed_out)
     return push_status(L, pw->c);
-  luaL_pushfail(L);
-  lua_pushliteral(L, "timeout");
-  return 2;
+  return kv_timeout(L);
 }
 
 /*
@@ -920,11 +915,8 @@ static int check_signal(lua_State *L, int idx) {
 static int p_kill(lua_State *L) {
   child *c = check_open(L);
   int sig = check_signal(L, 2);
-  if (c->exited) {
-    luaL_pushfail(L);
-    lua_pushliteral(L, "proc: the process has exited");
-    return 2;
-  }
+  if (c->exited)
+    return kv_fail(L, "proc: the process has exited");
   if (signal_group(c, sig) < 0)
     return luaL_fileresult(L, 0, "proc: kill");
   lua_pushboolean(L, 1);

@@ -145,6 +145,16 @@ void kv_class_new(lua_State *L, const char *name, const luaL_Reg *methods, lua_C
                   lua_CFunction tostring);
 
 /*
+ * Expected failures, returned the way Lua's own libraries return them: push
+ * nil and the message (lua_pushfstring's format, starting "<module>: "),
+ * and return 2, as in `return kv_fail(L, "zmq: bind %s: %s", ep, why)`.
+ * kv_timeout pushes nil, "timeout": a wait that ran out of time says only
+ * that, so callers can compare.
+ */
+int kv_fail(lua_State *L, const char *fmt, ...);
+int kv_timeout(lua_State *L);
+
+/*
  * Raise unless every key of the options table at idx is one of `keys`
  * (NULL-terminated).  The error names the function (`fname`), the unknown
  * key and the closest valid one, and points at the Lua code that called the
