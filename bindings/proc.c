@@ -13,11 +13,12 @@
  *
  * No target is exec'd directly: uv_spawn runs the engine binary in its
  * supervisor mode (engine/supervise.c; the argv and the report lines are in
- * engine/supervise.h) with a control socket on fd 3.  The supervisor puts the target in a process group of its own (the group id is
- * the supervisor's pid) and kills that whole group when the target exits,
- * when the engine closes the control socket, or when the engine dies, even
- * by SIGKILL.  It reports over the socket whether the target could be
- * exec'd, and its pid, so proc.spawn and proc.run yield until that report.
+ * engine/supervise.h) with a control socket on fd 3.  The supervisor puts
+ * the target in a process group of its own (the group id is the
+ * supervisor's pid) and kills that whole group when the target exits, when
+ * the engine closes the control socket, or when the engine dies, even by
+ * SIGKILL.  It reports over the socket whether the target could be exec'd,
+ * and its pid, so proc.spawn and proc.run yield until that report.
  *
  * Failures the caller should expect come back as nil, "proc: <why>"
  * ("proc: exec: prog: No such file or directory"); a timeout as nil,
