@@ -168,6 +168,23 @@ static void copy_opt_str(lua_State *L, int t, int dst, const char *name, const c
 }
 
 /*
+ * The start of kv.stored and kv.removed: check the table at 1 (its fields,
+ * and a kind that is absent or `kind`), push the event with its kind and
+ * hashes; returns its index.
+ */
+static int new_event(lua_State *L, const char *who, const char *kind, const char *const *fields) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  kv_check_options(L, 1, who, fields);
+  check_kind(L, 1, who, kind);
+  lua_createtable(L, 0, 10);
+  int ev = lua_gettop(L);
+  lua_pushstring(L, kind);
+  lua_setfield(L, ev, "kind");
+  copy_hashes(L, 1, ev, who);
+  return ev;
+}
+
+/*
  * kv.stored{hashes=, tokens=, block_size=, parent=, lora_id=, lora_name=,
  * medium=, group_idx=, kv_cache_spec_kind=, kv_cache_spec_sliding_window=}
  * -> a BlockStored event table (see the top of the file for defaults).
@@ -186,14 +203,7 @@ int kv_stored(lua_State *L) {
                                        "kind",
                                        NULL};
   const char *who = "kv.stored";
-  luaL_checktype(L, 1, LUA_TTABLE);
-  kv_check_options(L, 1, who, fields);
-  check_kind(L, 1, who, "stored");
-  lua_createtable(L, 0, 10);
-  int ev = lua_gettop(L);
-  lua_pushliteral(L, "stored");
-  lua_setfield(L, ev, "kind");
-  copy_hashes(L, 1, ev, who);
+  int ev = new_event(L, who, "stored", fields);
 
   int ty = lua_getfield(L, 1, "tokens");
   if (ty != LUA_TNIL && ty != LUA_TTABLE)
@@ -234,14 +244,7 @@ int kv_stored(lua_State *L) {
 int kv_removed(lua_State *L) {
   static const char *const fields[] = {"hashes", "medium", "group_idx", "kind", NULL};
   const char *who = "kv.removed";
-  luaL_checktype(L, 1, LUA_TTABLE);
-  kv_check_options(L, 1, who, fields);
-  check_kind(L, 1, who, "removed");
-  lua_createtable(L, 0, 4);
-  int ev = lua_gettop(L);
-  lua_pushliteral(L, "removed");
-  lua_setfield(L, ev, "kind");
-  copy_hashes(L, 1, ev, who);
+  int ev = new_event(L, who, "removed", fields);
   copy_opt_str(L, 1, ev, "medium", who, "GPU");
   copy_opt_int(L, 1, ev, "group_idx", who, 0, 0);
   return 1;

@@ -86,14 +86,13 @@ typedef struct child {
   size_t inlen;
   char *prog, *cwd; /* for messages */
   char errmsg[MSG_SIZE];
-  pwait *start_waiters, *done_waiters;
+  kv_wait *start_waiters, *done_waiters; /* their data are pwaits */
 } child;
 
 /* The data of a kv_wait on a child. */
 struct pwait {
   kv_wait *w;
   child *c; /* holds a reference */
-  pwait *next, **pprev;
   uv_timer_t *timer;
   int timed_out;
   double deadline;    /* proc.run: the end of its timeout, < 0 for none */
@@ -173,16 +172,6 @@ static int signal_group(child *c, int sig) {
 
 /* ---------------------------------------------------------------- waits */
 
-static void pwait_unlink(pwait *pw) {
-  if (!pw->pprev)
-    return;
-  *pw->pprev = pw->next;
-  if (pw->next)
-    pw->next->pprev = pw->pprev;
-  pw->next = NULL;
-  pw->pprev = NULL;
-}
-
 static void pwait_disarm(pwait *pw) {
   if (pw->timer)
     uv_close((uv_handle_t *)pw->timer, kv_free_handle);
@@ -191,14 +180,14 @@ static void pwait_disarm(pwait *pw) {
 
 static void pwait_cancel(kv_wait *w) {
   pwait *pw = kv_wait_data(w);
-  pwait_unlink(pw);
+  kv_wait_unlink(w);
   pwait_disarm(pw);
   kv_wait_wake(w);
 }
 
 static void pwait_dispose(kv_wait *w) {
   pwait *pw = kv_wait_data(w);
-  pwait_unlink(pw);
+  kv_wait_unlink(w);
   pwait_disarm(pw);
   if (pw->c)
     child_unref(pw->c);
@@ -214,20 +203,16 @@ static pwait *pwait_new(lua_State *L, const char *who) {
   return pw;
 }
 
-static void pwait_attach(pwait *pw, child *c, pwait **list) {
+static void pwait_attach(pwait *pw, child *c, kv_wait **list) {
   pw->c = c;
   c->refs++;
-  pw->next = *list;
-  if (pw->next)
-    pw->next->pprev = &pw->next;
-  pw->pprev = list;
-  *list = pw;
+  kv_wait_link(pw->w, list);
 }
 
 static void pwait_timer_fired(uv_timer_t *t) {
   pwait *pw = t->data;
   pw->timed_out = 1;
-  pwait_unlink(pw);
+  kv_wait_unlink(pw->w);
   pwait_disarm(pw);
   kv_wait_wake(pw->w);
 }
@@ -244,13 +229,13 @@ static void pwait_arm(pwait *pw, double seconds) {
 }
 
 /* Wake every wait on list; runs their tasks now (from a loop callback). */
-static void wake_list(child *c, pwait **list) {
+static void wake_list(child *c, kv_wait **list) {
   c->refs++;
   while (*list) {
-    pwait *pw = *list;
-    pwait_unlink(pw);
-    pwait_disarm(pw);
-    kv_wait_wake(pw->w);
+    kv_wait *w = *list;
+    kv_wait_unlink(w);
+    pwait_disarm(kv_wait_data(w));
+    kv_wait_wake(w);
   }
   child_unref(c);
 }

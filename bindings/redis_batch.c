@@ -336,25 +336,21 @@ batch *redis_batch_push(lua_State *L) {
 
 batch *redis_test_batch(lua_State *L, int i) { return luaL_testudata(L, i, BATCH_MT); }
 
-/* b:call(cmd, ...) -> index of its reply.  Arguments are checked now. */
-static int batch_call(lua_State *L) {
+/* Add the command that add() reads from arguments 2.. to the batch at 1; push its reply's index. */
+static int batch_command(lua_State *L, void (*add)(lua_State *, batch *, int, int)) {
   batch *b = check_batch(L);
   if (b->sealed)
     return luaL_error(L, "redis: pipeline already sent");
-  redis_batch_add(L, b, 2, lua_gettop(L));
+  add(L, b, 2, lua_gettop(L));
   lua_pushinteger(L, b->n);
   return 1;
 }
 
+/* b:call(cmd, ...) -> index of its reply.  Arguments are checked now. */
+static int batch_call(lua_State *L) { return batch_command(L, redis_batch_add); }
+
 /* b:callf(format, ...) -> index of its reply: the command as batch_addf says. */
-static int batch_callf(lua_State *L) {
-  batch *b = check_batch(L);
-  if (b->sealed)
-    return luaL_error(L, "redis: pipeline already sent");
-  batch_addf(L, b, 2, lua_gettop(L));
-  lua_pushinteger(L, b->n);
-  return 1;
-}
+static int batch_callf(lua_State *L) { return batch_command(L, batch_addf); }
 
 /* #b: its commands. */
 static int batch_len(lua_State *L) {

@@ -274,34 +274,17 @@ static void adapter_sync(uv_prepare_t *h) {
  * epoll_ctl calls, so what hiredis asks for is applied once, before the loop
  * next polls, and only when it has changed by then.
  */
-static void adapter_update(adapter *a) {
+static void adapter_want(void *p, int event, int on) {
+  adapter *a = p;
+  a->events = on ? a->events | event : a->events & ~event;
   if (!uv_is_active((uv_handle_t *)&a->sync))
     uv_prepare_start(&a->sync, adapter_sync);
 }
 
-static void adapter_add_read(void *p) {
-  adapter *a = p;
-  a->events |= UV_READABLE;
-  adapter_update(a);
-}
-
-static void adapter_del_read(void *p) {
-  adapter *a = p;
-  a->events &= ~UV_READABLE;
-  adapter_update(a);
-}
-
-static void adapter_add_write(void *p) {
-  adapter *a = p;
-  a->events |= UV_WRITABLE;
-  adapter_update(a);
-}
-
-static void adapter_del_write(void *p) {
-  adapter *a = p;
-  a->events &= ~UV_WRITABLE;
-  adapter_update(a);
-}
+static void adapter_add_read(void *p) { adapter_want(p, UV_READABLE, 1); }
+static void adapter_del_read(void *p) { adapter_want(p, UV_READABLE, 0); }
+static void adapter_add_write(void *p) { adapter_want(p, UV_WRITABLE, 1); }
+static void adapter_del_write(void *p) { adapter_want(p, UV_WRITABLE, 0); }
 
 /* hiredis is freeing the context: after this it calls at most onDisconnect. */
 static void adapter_cleanup(void *p) {

@@ -88,6 +88,14 @@ kv_wait *kv_wait_of(lua_KContext ctx);
  */
 void kv_wait_wake(kv_wait *w);
 
+/*
+ * Waits a binding keeps on a list of its own (the tasks waiting for one
+ * child to exit): link w at the head of *list; unlink it (idempotent) before
+ * waking it, and in its cancel and dispose callbacks.
+ */
+void kv_wait_link(kv_wait *w, kv_wait **list);
+void kv_wait_unlink(kv_wait *w);
+
 /* --------------------------------------------------------------- tracking */
 
 typedef struct kv_scope kv_scope;

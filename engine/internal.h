@@ -66,8 +66,6 @@ int kv_task_push_outcome(kv_task *t, lua_State *L); /* results or error, see tas
 void kv_sched_init(lua_State *L);
 void kv_sched_close(void);
 void kv_sched_defer(int on);
-void kv_wait_link(kv_wait *w, kv_wait **list);
-void kv_wait_unlink(kv_wait *w);
 
 /* scope.c */
 kv_scope *kv_scope_new(const char *test, const char *artifacts);
