@@ -258,7 +258,8 @@ end)
 local TOKENS16 = range(1, 16)
 local H = 0x1122334455667788
 
--- The example of wire-formats.md: vllm-array, one block, tokens 1..16.
+-- A batch as vLLM writes it (vllm-array): ts 1700000000.5, one block, hash
+-- 0x1122334455667788, tokens 1..16.
 local EXAMPLE = fromhex("93 cb41d954fc40200000 91 98 ab") .. "BlockStored" ..
   fromhex("91 cf1122334455667788 c0 dc0010 0102030405060708090a0b0c0d0e0f10 10 c0 a3") .. "GPU" ..
   fromhex("c0 00")
@@ -268,7 +269,7 @@ local function example_batch()
     events = { kv.stored { hashes = { H }, tokens = TOKENS16, block_size = 16 } } }
 end
 
-test("encode reproduces the wire-formats.md example byte for byte", function()
+test("encode reproduces a vLLM batch byte for byte", function()
   local bytes = kv.events.encode(example_batch(), "vllm-array")
   expect(tohex(bytes)):eq(tohex(EXAMPLE))
   expect(#bytes):eq(62)
