@@ -51,7 +51,7 @@
  */
 #if HIREDIS_MAJOR != 0 || HIREDIS_MINOR != 14
 /* cppcheck-suppress preprocessorErrorDirective ; cppcheck does not read hiredis's headers */
-#error "redis_conn.c keeps replies past their callback as hiredis 0.14 allows: check it"
+#error "not hiredis 0.14: check how redis_conn.c keeps replies (reader_keep_replies)"
 #endif
 
 /* The libuv side of one hiredis context. */
