@@ -12,6 +12,7 @@
 
 #include <ctype.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { KEY_MAX = 64 }; /* longer keys get no suggestion */
@@ -131,10 +132,15 @@ void kv_check_options(lua_State *L, int idx, const char *fname, const char *cons
   check(L, idx, fname, keys, n, 1);
 }
 
+static int by_name(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 /*
  * check_options(fname, t, keys [, level]) -> t: keys is a list of names or
- * a set (name = true); level as in error(), default 2: the caller of the
- * function that checks its options.
+ * a set (name = true), whose names are listed sorted in a message; level
+ * as in error(), default 2: the caller of the function that checks its
+ * options.
  */
 int kv_l_check_options(lua_State *L) {
   const char *fname = luaL_checkstring(L, 1);
@@ -146,14 +152,19 @@ int kv_l_check_options(lua_State *L) {
     n++;
   const char **keys = lua_newuserdatauv(L, (n ? n : 1) * sizeof *keys, 0);
   n = 0;
+  int set = 0;
   for (lua_pushnil(L); lua_next(L, 3); lua_pop(L, 1)) {
-    if (lua_type(L, -2) == LUA_TSTRING)
+    if (lua_type(L, -2) == LUA_TSTRING) {
       keys[n++] = lua_tostring(L, -2); /* a set: name = true */
-    else if (lua_type(L, -1) == LUA_TSTRING)
+      set = 1;
+    } else if (lua_type(L, -1) == LUA_TSTRING) {
       keys[n++] = lua_tostring(L, -1); /* a list of names */
-    else
+    } else {
       return luaL_argerror(L, 3, "keys must be a list of names or a set of names");
+    }
   }
+  if (set) /* its order is the table's: sorted, a message does not change from run to run */
+    qsort(keys, n, sizeof *keys, by_name);
   check(L, 2, fname, keys, n, (int)level);
   lua_settop(L, 2);
   return 1;
