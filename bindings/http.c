@@ -9,71 +9,21 @@
  * The client (http_client.c) drives libcurl's multi socket API from the
  * engine's loop; the server (http_server.c) serves libuv TCP connections with
  * a request parser (http_parse.c).  Both let the calling task wait without
- * blocking the loop.  This file holds the module table and what both sides
- * share: JSON bodies and error logging.
+ * blocking the loop; JSON bodies are http_json.c's, for both.  This file
+ * is the module table, and depends on the others, which never on it.
+ *
+ * Failures a caller should expect (a refused connection, a reset, a peer
+ * that went away) come back as nil, "http: <why>" (curl's words for the
+ * client), a request that ran out of time as nil, "timeout"; in http.batch
+ * the same messages are the err of the request's result.  Malformed
+ * requests, handlers that are not functions and unknown options raise.
  */
 #include "http_private.h"
 
 #include <curl/curl.h>
 #include <http_parser.h>
 
-#include <stdio.h>
-#include <string.h>
-
 #include <lauxlib.h>
-
-/*
- * Push the JSON module: require "json" (the engine's, with the integer fix),
- * falling back to lua-cjson only when there is no such module at all.
- */
-static void push_json_module(lua_State *L) {
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "json");
-  if (lua_pcall(L, 1, 1, 0) == LUA_OK)
-    return;
-  const char *err = lua_tostring(L, -1);
-  if (!err || !strstr(err, "module 'json' not found"))
-    lua_error(L); /* the module exists but failed to load: say so */
-  lua_pop(L, 1);
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "cjson");
-  lua_call(L, 1, 1);
-}
-
-/* json(self): self.body decoded; raises when the body is not JSON. */
-int kvh_body_json(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  lua_getfield(L, 1, "body");
-  if (!lua_isstring(L, -1))
-    return luaL_error(L, "json: no body to decode");
-  push_json_module(L);
-  lua_getfield(L, -1, "decode");
-  lua_pushvalue(L, -3);
-  lua_call(L, 1, 1);
-  return 1;
-}
-
-void kvh_json_encode(lua_State *L, int idx) {
-  idx = lua_absindex(L, idx);
-  push_json_module(L);
-  lua_getfield(L, -1, "encode");
-  lua_remove(L, -2);
-  lua_pushvalue(L, idx);
-  lua_call(L, 1, 1);
-  if (!lua_isstring(L, -1))
-    luaL_error(L, "json: encode returned no text");
-}
-
-/* Log through the engine's global log() when there is one; never raises. */
-void kvh_log(lua_State *L, const char *msg) {
-  if (lua_getglobal(L, "log") == LUA_TFUNCTION) {
-    lua_pushstring(L, msg);
-    if (lua_pcall(L, 1, 0, 0) == LUA_OK)
-      return;
-  }
-  lua_pop(L, 1);
-  fprintf(stderr, "%s\n", msg);
-}
 
 static const luaL_Reg http_funcs[] = {
     {"request", kvh_request}, {"get", kvh_get},       {"post", kvh_post},

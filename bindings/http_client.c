@@ -38,11 +38,6 @@
 typedef struct hc_client hc_client;
 typedef struct hc_call hc_call;
 
-typedef struct hc_buf {
-  char *data;
-  size_t len, cap;
-} hc_buf;
-
 typedef struct hc_poll {
   uv_poll_t poll;
   curl_socket_t fd;
@@ -69,7 +64,7 @@ typedef struct hc_xfer {
   int stream; /* chunks go to the request's stream function */
   int in_multi, done, paused;
   CURLcode result;
-  hc_buf body, pending;
+  kv_buf body, pending;
   char errbuf[CURL_ERROR_SIZE];
 } hc_xfer;
 
@@ -84,29 +79,6 @@ struct hc_call {
   int next_req, total;
   lua_KFunction finish; /* makes the Lua results once every request has one */
 };
-
-/* ---------------------------------------------------------------- buffers */
-
-static int buf_add(hc_buf *b, const char *data, size_t n) {
-  if (b->len + n > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + n)
-      cap *= 2;
-    char *p = realloc(b->data, cap);
-    if (!p)
-      return -1;
-    b->data = p;
-    b->cap = cap;
-  }
-  memcpy(b->data + b->len, data, n);
-  b->len += n;
-  return 0;
-}
-
-static void buf_free(hc_buf *b) {
-  free(b->data);
-  *b = (hc_buf){0};
-}
 
 /* ------------------------------------------------------------ ready calls */
 
@@ -161,12 +133,12 @@ static size_t on_write(char *ptr, size_t size, size_t n, void *ud) {
       x->paused = 1;
       return CURL_WRITEFUNC_PAUSE;
     }
-    if (buf_add(&x->pending, ptr, len))
+    if (kv_buf_add(&x->pending, ptr, len))
       return 0;
     call_signal(x->call);
     return len;
   }
-  return buf_add(&x->body, ptr, len) ? 0 : len;
+  return kv_buf_add(&x->body, ptr, len) ? 0 : len;
 }
 
 /* Collect finished transfers, then wake whoever waits for them. */
@@ -222,8 +194,6 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   client_after_action(cl);
 }
 
-static void free_handle(uv_handle_t *h) { free(h); }
-
 static void poll_close(hc_client *cl, hc_poll *p) {
   if (p->prev)
     p->prev->next = p->next;
@@ -231,7 +201,7 @@ static void poll_close(hc_client *cl, hc_poll *p) {
     cl->polls = p->next;
   if (p->next)
     p->next->prev = p->prev;
-  uv_close((uv_handle_t *)&p->poll, free_handle);
+  uv_close((uv_handle_t *)&p->poll, kv_free_handle);
 }
 
 /*
@@ -292,6 +262,7 @@ static void easy_put(hc_client *cl, CURL *easy) {
 }
 
 static void call_stop(hc_call *c);
+static int call_box_close(lua_State *L);
 
 /* __gc of the client (the Lua state closes): stop everything curl does. */
 static int client_gc(lua_State *L) {
@@ -310,7 +281,7 @@ static int client_gc(lua_State *L) {
   curl_multi_cleanup(cl->multi);
   while (cl->polls)
     poll_close(cl, cl->polls);
-  uv_close((uv_handle_t *)cl->timer, free_handle);
+  uv_close((uv_handle_t *)cl->timer, kv_free_handle);
   while (cl->npool > 0)
     curl_easy_cleanup(cl->pool[--cl->npool]);
   return 0;
@@ -321,11 +292,9 @@ void kvh_client_push(lua_State *L) {
   memset(cl, 0, sizeof *cl);
   cl->ready_tail = &cl->ready;
   cl->closed = 1; /* until fully set up: __gc must not touch half of it */
-  if (luaL_newmetatable(L, CLIENT_MT)) {
-    lua_pushcfunction(L, client_gc);
-    lua_setfield(L, -2, "__gc");
-  }
-  lua_setmetatable(L, -2);
+  kv_class_new(L, CLIENT_MT, NULL, client_gc, NULL);
+  kv_class_new(L, CALL_MT, NULL, call_box_close, NULL);
+  luaL_setmetatable(L, CLIENT_MT);
   curl_global_init(CURL_GLOBAL_DEFAULT);
   cl->multi = curl_multi_init();
   cl->timer = malloc(sizeof *cl->timer);
@@ -353,8 +322,8 @@ static void xfer_free(hc_call *c, hc_xfer *x) {
     easy_put(cl, x->easy);
   }
   curl_slist_free_all(x->headers);
-  buf_free(&x->body);
-  buf_free(&x->pending);
+  kv_buf_free(&x->body);
+  kv_buf_free(&x->pending);
   free(x);
 }
 
@@ -579,11 +548,14 @@ static void push_head(lua_State *L, hc_xfer *x) {
   }
 }
 
-/* Push the response table of a finished transfer, or {err = msg}. */
+/* Push the response table of a finished transfer, or {err = "http: <curl's words>" | "timeout"}. */
 static void push_result(lua_State *L, hc_xfer *x) {
   if (x->result != CURLE_OK) {
     lua_createtable(L, 0, 1);
-    lua_pushstring(L, x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->result));
+    if (x->result == CURLE_OPERATION_TIMEDOUT)
+      lua_pushliteral(L, "timeout");
+    else
+      lua_pushfstring(L, "http: %s", x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->result));
     lua_setfield(L, -2, "err");
     return;
   }
@@ -591,7 +563,7 @@ static void push_result(lua_State *L, hc_xfer *x) {
   push_head(L, x);
   lua_setfield(L, -3, "headers");
   lua_setfield(L, -2, "status");
-  lua_pushlstring(L, x->body.data ? x->body.data : "", x->body.len);
+  lua_pushlstring(L, x->body.p ? x->body.p : "", x->body.len);
   lua_setfield(L, -2, "body");
   lua_pushcfunction(L, kvh_body_json);
   lua_setfield(L, -2, "json");
@@ -662,7 +634,7 @@ static int call_step(lua_State *L, hc_call *c) {
       lua_geti(L, 1, x->index);
       lua_getfield(L, -1, "stream");
       lua_remove(L, -2);
-      lua_pushlstring(L, x->pending.data, x->pending.len);
+      lua_pushlstring(L, x->pending.p, x->pending.len);
       x->pending.len = 0;
       lua_createtable(L, 0, 2); /* the head, so a relay can copy status and headers */
       push_head(L, x);
@@ -700,13 +672,7 @@ static int call_run(lua_State *L, int concurrency, lua_KFunction k) {
   lua_createtable(L, total, 0);
   hc_call **box = lua_newuserdatauv(L, sizeof *box, 0);
   *box = NULL;
-  if (luaL_newmetatable(L, CALL_MT)) {
-    lua_pushcfunction(L, call_box_close);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, -3, "__close");
-    lua_setfield(L, -2, "__gc");
-  }
-  lua_setmetatable(L, -2);
+  luaL_setmetatable(L, CALL_MT);
   lua_toclose(L, 3);
   hc_call *c = calloc(1, sizeof *c);
   if (c)
@@ -729,6 +695,10 @@ static int call_run(lua_State *L, int concurrency, lua_KFunction k) {
 }
 
 /* ------------------------------------------------------------ Lua surface */
+
+/* What a request spec may hold (http.request's table, each of http.batch's). */
+static const char *const request_keys[] = {"method", "url",     "headers", "body",
+                                           "json",   "timeout", "stream",  NULL};
 
 static int request_done(lua_State *L, int status, lua_KContext ctx) {
   (void)status, (void)ctx;
@@ -755,6 +725,7 @@ static int request_run(lua_State *L) {
  */
 int kvh_request(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
+  kv_check_options(L, 1, "http.request", request_keys);
   lua_settop(L, 1);
   return request_run(L);
 }
@@ -775,9 +746,11 @@ static void push_opts(lua_State *L, int url, int idx) {
 
 /* http.get(url, opts) */
 int kvh_get(lua_State *L) {
+  static const char *const keys[] = {"headers", "body", "json", "timeout", "stream", NULL};
   luaL_checkstring(L, 1);
   if (!lua_isnoneornil(L, 2))
     luaL_checktype(L, 2, LUA_TTABLE);
+  kv_check_options(L, 2, "http.get", keys);
   push_opts(L, 1, 2);
   lua_pushliteral(L, "GET");
   lua_setfield(L, -2, "method");
@@ -788,9 +761,13 @@ int kvh_get(lua_State *L) {
 
 /* http.post(url, body_or_opts): a string is the body, a table the options. */
 int kvh_post(lua_State *L) {
+  static const char *const keys[] = {"method",  "headers", "body", "json",
+                                     "timeout", "stream",  NULL};
   luaL_checkstring(L, 1);
   int t = lua_type(L, 2);
   luaL_argexpected(L, t == LUA_TSTRING || t == LUA_TTABLE || t <= LUA_TNIL, 2, "body or options");
+  if (t == LUA_TTABLE)
+    kv_check_options(L, 2, "http.post", keys);
   push_opts(L, 1, 2);
   if (t == LUA_TSTRING) {
     lua_pushvalue(L, 2);
@@ -814,10 +791,17 @@ static int batch_done(lua_State *L, int status, lua_KContext ctx) {
 
 /* http.batch(requests, {concurrency = n}) -> results in order (response or {err = msg}) */
 int kvh_batch(lua_State *L) {
+  static const char *const keys[] = {"concurrency", NULL};
   luaL_checktype(L, 1, LUA_TTABLE);
+  for (lua_Integer i = 1, total = luaL_len(L, 1); i <= total; i++) { /* before any is sent */
+    if (lua_geti(L, 1, i) == LUA_TTABLE)
+      kv_check_options(L, -1, "http.batch", request_keys);
+    lua_pop(L, 1);
+  }
   lua_Integer n = DEFAULT_CONCURRENCY;
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
+    kv_check_options(L, 2, "http.batch", keys);
     if (lua_getfield(L, 2, "concurrency") != LUA_TNIL)
       n = luaL_checkinteger(L, -1);
     luaL_argcheck(L, n >= 1 && n <= 100000, 2, "concurrency must be at least 1");

@@ -1,9 +1,10 @@
 /*
- * http_private.h - what http.c, http_client.c and http_server.c share.
+ * http_private.h - what the files of the `http` module share.
  *
- * http.c builds the module table from the functions declared here; the
- * client and the server each own their file and meet only in the helpers
- * for bodies (the json() method, JSON encoding, error logging).
+ * http.c builds the module table from the client's (http_client.c) and the
+ * server's (http_server.c) functions; those two meet only in http_json.c,
+ * the JSON bodies.  Dependencies run one way: http.c -> client, server ->
+ * http_json.c.
  */
 #ifndef KV_HTTP_PRIVATE_H
 #define KV_HTTP_PRIVATE_H
@@ -24,9 +25,8 @@ int kvh_batch(lua_State *L);
 void kvh_server_open(lua_State *L); /* registers the server's metatables */
 int kvh_listen(lua_State *L);
 
-/* http.c */
+/* http_json.c */
 int kvh_body_json(lua_State *L);             /* the json(self) method: decodes self.body */
 void kvh_json_encode(lua_State *L, int idx); /* pushes the JSON text of the value at idx */
-void kvh_log(lua_State *L, const char *msg); /* through the engine's log(), else stderr */
 
 #endif

@@ -71,8 +71,7 @@ struct hs_conn {
   hs_server *srv;
   hs_conn *prev, *next;
   kv_hp *hp;
-  char *in; /* received bytes not parsed yet */
-  size_t in_len, in_cap;
+  kv_buf in;       /* received bytes not parsed yet */
   hs_res *res;     /* the response in progress, NULL between requests */
   int busy;        /* a handler owns the connection */
   int reading;     /* uv_read_start is in force */
@@ -112,43 +111,16 @@ static void conn_close(hs_conn *c);
 
 /* ---------------------------------------------------------- small helpers */
 
-typedef struct sbuf {
-  char *p;
-  size_t len, cap;
-  int oom;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n) {
-  if (b->oom)
-    return;
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap * 2 : 512;
-    while (cap < b->len + n + 1)
-      cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-      b->oom = 1;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = '\0';
-}
-
-static void sb_printf(sbuf *b, const char *fmt, ...) {
+/* Append printf-formatted text (short: at most 255 bytes) to b; b->oom tells of failure. */
+static void sb_printf(kv_buf *b, const char *fmt, ...) {
   char tmp[256];
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
   va_end(ap);
   if (n > 0)
-    sb_add(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+    kv_buf_add(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
-
-static void free_handle(uv_handle_t *h) { free(h); }
 
 static const char *conn_error(const hs_conn *c) {
   return c && c->write_err ? uv_strerror(c->write_err) : "connection closed";
@@ -245,7 +217,7 @@ static void on_conn_closed(uv_handle_t *h) {
   if (c->next)
     c->next->prev = c->prev;
   kv_hp_free(c->hp);
-  free(c->in);
+  kv_buf_free(&c->in);
   free(c);
   s->nconns--;
   server_maybe_free(s);
@@ -257,7 +229,7 @@ static void conn_close(hs_conn *c) {
     return;
   c->closing = 1;
   if (c->linger) {
-    uv_close((uv_handle_t *)c->linger, free_handle);
+    uv_close((uv_handle_t *)c->linger, kv_free_handle);
     c->linger = NULL;
   }
   uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
@@ -301,7 +273,7 @@ static void conn_reject(hs_conn *c, int status, const char *why) {
   size_t lens[] = {(size_t)n, strlen(why), 1};
   c->lingering = 1;
   c->close_after = 1;
-  c->in_len = 0;
+  c->in.len = 0;
   if (conn_write(c, parts, lens, 3) < 0)
     return;
   c->linger = malloc(sizeof *c->linger);
@@ -323,22 +295,6 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   *buf = uv_buf_init(read_buf, sizeof read_buf);
 }
 
-static int in_add(hs_conn *c, const char *data, size_t n) {
-  if (c->in_len + n > c->in_cap) {
-    size_t cap = c->in_cap ? c->in_cap : READ_SIZE;
-    while (cap < c->in_len + n)
-      cap *= 2;
-    char *p = realloc(c->in, cap);
-    if (!p)
-      return -1;
-    c->in = p;
-    c->in_cap = cap;
-  }
-  memcpy(c->in + c->in_len, data, n);
-  c->in_len += n;
-  return 0;
-}
-
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   hs_conn *c = (hs_conn *)stream;
   if (nread == 0 || c->closing)
@@ -349,12 +305,12 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   }
   if (c->lingering)
     return;
-  if (in_add(c, buf->base, (size_t)nread)) {
+  if (kv_buf_add(&c->in, buf->base, (size_t)nread)) {
     conn_close(c);
     return;
   }
   if (c->busy) {
-    if (c->in_len > INPUT_MAX) { /* a pipelining client far ahead of us: wait */
+    if (c->in.len > INPUT_MAX) { /* a pipelining client far ahead of us: wait */
       uv_read_stop(stream);
       c->reading = 0;
     }
@@ -403,45 +359,38 @@ static void res_done(lua_State *L, hs_res *r) {
 }
 
 /* Write the status line and headers into b; len < 0 means a streamed body. */
-static void build_head(lua_State *L, int ri, hs_res *r, sbuf *b, long long len) {
+static void build_head(lua_State *L, int ri, hs_res *r, kv_buf *b, long long len) {
   sb_printf(b, "HTTP/1.1 %d %s\r\n", r->status, kv_http_status_text(r->status));
   lua_getiuservalue(L, ri, 1);
   for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
     size_t n;
     const char *line = lua_tolstring(L, -1, &n);
-    sb_add(b, line, n);
+    kv_buf_add(b, line, n);
   }
   lua_pop(L, 1);
   int bodiless = r->status == 204 || r->status == 304;
   if (len >= 0 && !bodiless)
     sb_printf(b, "Content-Length: %lld\r\n", len);
   else if (len < 0 && r->chunked && !bodiless)
-    sb_add(b, "Transfer-Encoding: chunked\r\n", 28);
+    kv_buf_add(b, "Transfer-Encoding: chunked\r\n", 28);
   if (!r->keep_alive)
-    sb_add(b, "Connection: close\r\n", 19);
+    kv_buf_add(b, "Connection: close\r\n", 19);
   else if (r->http10)
-    sb_add(b, "Connection: keep-alive\r\n", 24);
-  sb_add(b, "\r\n", 2);
+    kv_buf_add(b, "Connection: keep-alive\r\n", 24);
+  kv_buf_add(b, "\r\n", 2);
   r->head_sent = 1;
   r->no_body = r->head_only || bodiless;
 }
 
-static int push_fail(lua_State *L, hs_conn *c) {
-  lua_pushnil(L);
-  lua_pushstring(L, conn_error(c));
-  return 2;
-}
+static int push_fail(lua_State *L, hs_conn *c) { return kv_fail(L, "http: %s", conn_error(c)); }
 
 static int drain_k(lua_State *L, int status, lua_KContext ctx) {
   (void)status;
   hs_drain *d = kv_wait_data(kv_wait_of(ctx));
   if (d->finishing)
     res_done(L, d->r);
-  if (d->err) {
-    lua_pushnil(L);
-    lua_pushstring(L, uv_strerror(d->err));
-    return 2;
-  }
+  if (d->err)
+    return kv_fail(L, "http: %s", uv_strerror(d->err));
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -469,11 +418,8 @@ static int after_write(lua_State *L, hs_res *r, int finishing) {
   }
   if (finishing)
     res_done(L, r);
-  if (c && c->closing) {
-    lua_pushnil(L);
-    lua_pushstring(L, conn_error(c));
-    return 2;
-  }
+  if (c && c->closing)
+    return push_fail(L, c);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -491,7 +437,7 @@ static int res_end(lua_State *L, int ri, const char *body, size_t len) {
     res_done(L, r);
     return push_fail(L, c);
   }
-  sbuf head = {0};
+  kv_buf head = {0};
   const char *parts[3] = {"", "", ""};
   size_t lens[3] = {0, 0, 0};
   char size[32];
@@ -606,7 +552,7 @@ static int res_write(lua_State *L) {
   hs_conn *c = r->conn;
   if (!c || c->closing)
     return push_fail(L, c);
-  sbuf head = {0};
+  kv_buf head = {0};
   char size[32];
   const char *parts[4] = {"", "", "", ""};
   size_t lens[4] = {0, 0, 0, 0};
@@ -670,12 +616,29 @@ static int res_gc(lua_State *L) {
   return 0;
 }
 
+static int res_tostring(lua_State *L) {
+  hs_res *r = check_res(L, 1);
+  lua_pushfstring(L, "http response (%d%s)", r->status, r->finished ? ", finished" : "");
+  return 1;
+}
+
 static const luaL_Reg res_methods[] = {
     {"status", res_status}, {"header", res_header}, {"write", res_write},
     {"finish", res_finish}, {NULL, NULL},
 };
 
 /* --------------------------------------------------------------- handlers */
+
+/* Log through the engine's global log() when there is one; never raises. */
+static void log_error(lua_State *L, const char *msg) {
+  if (lua_getglobal(L, "log") == LUA_TFUNCTION) {
+    lua_pushstring(L, msg);
+    if (lua_pcall(L, 1, 0, 0) == LUA_OK)
+      return;
+  }
+  lua_pop(L, 1);
+  fprintf(stderr, "%s\n", msg);
+}
 
 static int traceback(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
@@ -699,7 +662,7 @@ static int handler_done(lua_State *L, int status, lua_KContext ctx) {
     lua_getfield(L, 3, "path");
     lua_pushfstring(L, "http: handler for %s %s failed: %s", lua_tostring(L, -2),
                     lua_tostring(L, -1), err ? err : "(error object is not a string)");
-    kvh_log(L, lua_tostring(L, -1));
+    log_error(L, lua_tostring(L, -1));
     if (!r->finished && !r->head_sent) {
       r->status = 500;
       lua_newtable(L);
@@ -808,7 +771,7 @@ static void conn_dispatch(hs_conn *c, kv_http_request *q, lua_State *L) {
   lua_pushcfunction(L, dispatch_protected);
   lua_pushlightuserdata(L, &d);
   if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
-    kvh_log(L, lua_tostring(L, -1));
+    log_error(L, lua_tostring(L, -1));
     lua_pop(L, 1);
     kv_http_request_free(d.q);
     conn_close(c);
@@ -817,11 +780,11 @@ static void conn_dispatch(hs_conn *c, kv_http_request *q, lua_State *L) {
 
 /* Parse what is buffered until a request is dispatched or more bytes are needed. */
 static void conn_process(hs_conn *c, lua_State *L) {
-  while (!c->busy && !c->closing && !c->lingering && c->in_len > 0) {
+  while (!c->busy && !c->closing && !c->lingering && c->in.len > 0) {
     size_t used;
-    kv_hp_result r = kv_hp_feed(c->hp, c->in, c->in_len, &used);
-    memmove(c->in, c->in + used, c->in_len - used);
-    c->in_len -= used;
+    kv_hp_result r = kv_hp_feed(c->hp, c->in.p, c->in.len, &used);
+    memmove(c->in.p, c->in.p + used, c->in.len - used);
+    c->in.len -= used;
     if (r == KV_HP_MORE)
       break;
     if (r == KV_HP_ERROR) {
@@ -830,7 +793,7 @@ static void conn_process(hs_conn *c, lua_State *L) {
     }
     conn_dispatch(c, kv_hp_take(c->hp), L);
   }
-  if (!c->busy || c->in_len <= INPUT_MAX)
+  if (!c->busy || c->in.len <= INPUT_MAX)
     conn_read(c);
 }
 
@@ -912,16 +875,23 @@ static int server_port(lua_State *L) {
   return 1;
 }
 
+static int server_tostring(lua_State *L) {
+  hs_handle *h = check_server(L);
+  if (h->s)
+    lua_pushfstring(L, "http server (port %d)", h->port);
+  else
+    lua_pushliteral(L, "http server (closed)");
+  return 1;
+}
+
 static const luaL_Reg server_methods[] = {
     {"port", server_port}, {"close", server_gc}, {NULL, NULL}};
 
-static int bind_failed(lua_State *L, hs_server *s, int err) {
+static int bind_failed(lua_State *L, hs_server *s, const char *host, int port, int err) {
   s->closed = 1;
   uv_close((uv_handle_t *)&s->tcp, on_listener_closed);
   luaL_unref(L, LUA_REGISTRYINDEX, s->handler_ref);
-  lua_pushnil(L);
-  lua_pushfstring(L, "http.listen: %s", uv_strerror(err));
-  return 2;
+  return kv_fail(L, "http: cannot listen on %s:%d: %s", host, port, uv_strerror(err));
 }
 
 static int opt_integer(lua_State *L, const char *k, lua_Integer def) {
@@ -939,7 +909,9 @@ static int opt_integer(lua_State *L, const char *k, lua_Integer def) {
  * current scope; handlers run as tasks in that scope.
  */
 int kvh_listen(lua_State *L) {
+  static const char *const keys[] = {"host", "port", "handler", "max_body", NULL};
   luaL_checktype(L, 1, LUA_TTABLE);
+  kv_check_options(L, 1, "http.listen", keys);
   lua_settop(L, 1);
   lua_getfield(L, 1, "host");
   const char *host = luaL_optstring(L, -1, "127.0.0.1");
@@ -970,7 +942,7 @@ int kvh_listen(lua_State *L) {
   if (!err)
     err = uv_listen((uv_stream_t *)&s->tcp, 511, on_connection);
   if (err)
-    return bind_failed(L, s, err);
+    return bind_failed(L, s, host, port, err);
 
   struct sockaddr_storage bound;
   int len = sizeof bound;
@@ -988,20 +960,6 @@ int kvh_listen(lua_State *L) {
 }
 
 void kvh_server_open(lua_State *L) {
-  if (luaL_newmetatable(L, SERVER_MT)) {
-    luaL_newlib(L, server_methods);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, server_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, server_gc);
-    lua_setfield(L, -2, "__close");
-  }
-  lua_pop(L, 1);
-  if (luaL_newmetatable(L, RES_MT)) {
-    luaL_newlib(L, res_methods);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, res_gc);
-    lua_setfield(L, -2, "__gc");
-  }
-  lua_pop(L, 1);
+  kv_class_new(L, SERVER_MT, server_methods, server_gc, server_tostring);
+  kv_class_new(L, RES_MT, res_methods, res_gc, res_tostring);
 }

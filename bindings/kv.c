@@ -22,7 +22,7 @@
  *   kv.owner(pod, namespace) -> "<pod>.<namespace>"
  *   kv.topic(ip, model [, port]) -> "kv@<ip>[:<port>]@<model>": the topic
  *       llm-d-inference-sim publishes its events under
- *   kv.u64(x)   integer (any 64 bits) -> unsigned decimal string;
+ *   kv.u64(x)   integer (any 64 bits) -> unsigned decimal string (kv_u64.c);
  *               unsigned decimal string -> the integer with the same bits.
  *               Raises on anything else (junk, sign, overflow, fraction).
  *   kv.tokenize, kv.tokenize_chat               (kv_tokenize.c)
@@ -32,8 +32,6 @@
  * or above 2^63 read as negative integers; compare them with math.ult.
  * Wherever a hash is taken, its unsigned decimal string is accepted too.
  */
-#include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -49,56 +47,7 @@ _Static_assert(sizeof(lua_Integer) == 8, "kv needs 64-bit Lua integers");
 
 enum { DEFAULT_BLOCK_SIZE = 16, DEFAULT_MAX_BLOCKS = 128 };
 
-/* --------------------------------------------------------------- uint64 */
-
-int kv_parse_u64(const char *s, size_t len, uint64_t *out) {
-  uint64_t v = 0;
-  if (len == 0 || len > 20)
-    return 0;
-  for (size_t i = 0; i < len; i++) {
-    unsigned d = (unsigned char)s[i] - '0';
-    if (d > 9)
-      return 0;
-    if (v > (UINT64_MAX - d) / 10)
-      return 0;
-    v = v * 10 + d;
-  }
-  *out = v;
-  return 1;
-}
-
-int kv_to_u64(lua_State *L, int idx, uint64_t *out) {
-  int isint = 0;
-  if (lua_type(L, idx) == LUA_TSTRING) {
-    size_t len;
-    const char *s = lua_tolstring(L, idx, &len);
-    return kv_parse_u64(s, len, out);
-  }
-  if (lua_type(L, idx) != LUA_TNUMBER)
-    return 0;
-  lua_Integer i = lua_tointegerx(L, idx, &isint);
-  if (!isint)
-    return 0;
-  *out = (uint64_t)i;
-  return 1;
-}
-
-int kv_to_token(lua_State *L, int idx, uint32_t *out) {
-  int isint = 0;
-  if (lua_type(L, idx) != LUA_TNUMBER)
-    return 0;
-  lua_Integer i = lua_tointegerx(L, idx, &isint);
-  if (!isint || i < 0 || i > (lua_Integer)UINT32_MAX)
-    return 0;
-  *out = (uint32_t)i;
-  return 1;
-}
-
-void kv_push_u64_string(lua_State *L, uint64_t v) {
-  char buf[24];
-  int n = snprintf(buf, sizeof buf, "%" PRIu64, v);
-  lua_pushlstring(L, buf, (size_t)n);
-}
+#define SHA256_MT "kvengine.kv.sha256"
 
 /* Like kv_to_u64 for argument arg; raises a usage error otherwise. */
 static uint64_t check_u64_arg(lua_State *L, int arg) {
@@ -175,7 +124,7 @@ typedef struct {
 } sha256_box;
 
 static int sha256_gc(lua_State *L) {
-  sha256_box *box = lua_touserdata(L, 1);
+  sha256_box *box = luaL_checkudata(L, 1, SHA256_MT);
   EVP_MD_CTX_free(box->ctx);
   EVP_MD_free(box->md);
   box->ctx = NULL;
@@ -276,9 +225,11 @@ static int l_block_hash(lua_State *L) {
 
 /* kv.block_hashes(tokens [, opts]): the router's chunked hashes. */
 static int l_block_hashes(lua_State *L) {
+  static const char *const keys[] = {"block_size", "max_blocks", NULL};
   luaL_checktype(L, 1, LUA_TTABLE);
   if (!lua_isnoneornil(L, 2))
     luaL_checktype(L, 2, LUA_TTABLE);
+  kv_check_options(L, 2, "kv.block_hashes", keys);
   lua_Integer bs = opt_count(L, 2, "block_size", DEFAULT_BLOCK_SIZE);
   lua_Integer mb = opt_count(L, 2, "max_blocks", DEFAULT_MAX_BLOCKS);
   return push_block_hashes(L, bs, mb, 1);
@@ -375,21 +326,34 @@ static const luaL_Reg kv_funcs[] = {
     {NULL, NULL},
 };
 
+/* Push the kv.events table. */
+static void push_events(lua_State *L) {
+  static const luaL_Reg funcs[] = {
+      {"encode", kv_events_encode}, {"decode", kv_events_decode}, {NULL, NULL}};
+  luaL_newlib(L, funcs);
+  lua_createtable(L, 6, 0);
+  for (int i = 0; kv_dialect_names[i] != NULL; i++) {
+    lua_pushstring(L, kv_dialect_names[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "dialects");
+}
+
 int luaopen_kv(lua_State *L) {
+  kv_class_new(L, SHA256_MT, NULL, sha256_gc, NULL);
+  kv_events_open(L);
+  kv_events_decode_open(L);
   luaL_newlibtable(L, kv_funcs);
   sha256_box *box = lua_newuserdatauv(L, sizeof *box, 0);
   box->md = NULL;
   box->ctx = NULL;
-  lua_createtable(L, 0, 1);
-  lua_pushcfunction(L, sha256_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_setmetatable(L, -2);
+  luaL_setmetatable(L, SHA256_MT);
   box->md = EVP_MD_fetch(NULL, "SHA256", NULL);
   box->ctx = EVP_MD_CTX_new();
   if (box->md == NULL || box->ctx == NULL)
     return luaL_error(L, "kv: libcrypto has no SHA-256");
   luaL_setfuncs(L, kv_funcs, 1); /* every function shares the box; hashing uses it */
-  kv_events_push(L);
+  push_events(L);
   lua_setfield(L, -2, "events");
   lua_pushfstring(L, "msgpack-c %s, %s", msgpack_version(), OpenSSL_version(OPENSSL_VERSION));
   lua_setfield(L, -2, "version");

@@ -1,12 +1,14 @@
 /*
- * kv.h - internal interface between the three files of the `kv` module.
+ * kv.h - internal interface between the files of the `kv` module.
  *
  * The module is split by idea: kv.c (the module table, Kthena's block
- * hashing, Redis key helpers, uint64 conversions), kv_tokenize.c (the
- * simulated tokenizer of llm-d-inference-sim), kv_events.c (KV-event
- * constructors and the msgpack dialects the producers write) and
- * kv_events_decode.c (reading untrusted payloads).  Only kv.c has a
- * luaopen_ function; the other files export the C functions it lists.
+ * hashing, Redis key helpers), kv_u64.c (uint64 and token conversions),
+ * kv_tokenize.c (the simulated tokenizer of llm-d-inference-sim),
+ * kv_events.c (KV-event constructors and the msgpack dialects the
+ * producers write) and kv_events_decode.c (reading untrusted payloads).
+ * Only kv.c has a luaopen_ function.  Dependencies run one way: kv.c uses
+ * every other file; kv_events_decode.c uses kv_events.c (it re-encodes to
+ * name a dialect); kv_events.c uses kv_u64.c.
  */
 #ifndef KV_BINDINGS_KV_H
 #define KV_BINDINGS_KV_H
@@ -14,9 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <lua.h>
+#include "engine.h"
 
-/* ------------------------------------------------------------------ kv.c */
+/* -------------------------------------------------------------- kv_u64.c */
 
 /*
  * Parse an unsigned decimal of 1 to 20 digits (no sign, no blanks) that fits
@@ -44,12 +46,13 @@ int kv_tokenize_chat(lua_State *L); /* kv.tokenize_chat(messages) */
 
 /* ------------------------------------------------------------ kv_events.c */
 
-int kv_stored(lua_State *L);  /* kv.stored{...} */
-int kv_removed(lua_State *L); /* kv.removed{...} */
-int kv_cleared(lua_State *L); /* kv.cleared{} */
+int kv_stored(lua_State *L);        /* kv.stored{...} */
+int kv_removed(lua_State *L);       /* kv.removed{...} */
+int kv_cleared(lua_State *L);       /* kv.cleared{} */
+int kv_events_encode(lua_State *L); /* kv.events.encode(batch [, dialect]) */
 
-/* Push the kv.events table (encode, decode, dialects). */
-void kv_events_push(lua_State *L);
+/* Register the encoder's classes (before any of the above runs). */
+void kv_events_open(lua_State *L);
 
 /* The wire dialects, in the order of kv_dialect_names (NULL-terminated). */
 typedef enum {
@@ -62,24 +65,20 @@ typedef enum {
 } kv_dialect;
 extern const char *const kv_dialect_names[];
 
-/* A growable byte buffer inside a userdata, so that a Lua error frees it. */
-typedef struct {
-  char *p;
-  size_t n, cap;
-  int oom;
-} kv_outbuf;
-
-/* Push a new empty buffer (a userdata) and return it. */
-kv_outbuf *kv_outbuf_new(lua_State *L);
+/* Push a new empty byte buffer inside a userdata (a Lua error frees it) and return it. */
+kv_buf *kv_outbuf_new(lua_State *L);
 
 /*
  * Encode the batch table at index b in dialect d into ob (emptied first).
  * Raises on an invalid batch or event; leaves the stack as it found it.
  */
-void kv_encode_batch(lua_State *L, int b, kv_dialect d, kv_outbuf *ob);
+void kv_encode_batch(lua_State *L, int b, kv_dialect d, kv_buf *ob);
 
 /* ----------------------------------------------------- kv_events_decode.c */
 
 int kv_events_decode(lua_State *L); /* kv.events.decode(bytes [, opts]) */
+
+/* Register the decoder's classes. */
+void kv_events_decode_open(lua_State *L);
 
 #endif

@@ -76,20 +76,17 @@ const char *const kv_dialect_names[] = {"vllm-0.9", "vllm-array", "vllm-map", "s
 enum { K_STORED, K_REMOVED, K_CLEARED };
 static const char *const kind_names[] = {"stored", "removed", "cleared", NULL};
 
-#define OUTBUF_MT "kv.events.outbuf"
+#define OUTBUF_MT "kvengine.kv.outbuf"
 
 /* ------------------------------------------------------ output buffer */
 
 static int outbuf_gc(lua_State *L) {
-  kv_outbuf *ob = luaL_checkudata(L, 1, OUTBUF_MT);
-  free(ob->p);
-  ob->p = NULL;
-  ob->n = ob->cap = 0;
+  kv_buf_free(luaL_checkudata(L, 1, OUTBUF_MT));
   return 0;
 }
 
-kv_outbuf *kv_outbuf_new(lua_State *L) {
-  kv_outbuf *ob = lua_newuserdatauv(L, sizeof *ob, 0);
+kv_buf *kv_outbuf_new(lua_State *L) {
+  kv_buf *ob = lua_newuserdatauv(L, sizeof *ob, 0);
   memset(ob, 0, sizeof *ob);
   luaL_setmetatable(L, OUTBUF_MT);
   return ob;
@@ -97,50 +94,11 @@ kv_outbuf *kv_outbuf_new(lua_State *L) {
 
 /* msgpack_packer_write callback: append, remembering an allocation failure. */
 static int outbuf_write(void *data, const char *buf, size_t len) {
-  kv_outbuf *ob = data;
-  if (ob->oom)
-    return -1;
-  if (len > ob->cap - ob->n) {
-    size_t cap = ob->cap ? ob->cap : 256;
-    while (cap - ob->n < len) {
-      if (cap > SIZE_MAX / 2) {
-        ob->oom = 1;
-        return -1;
-      }
-      cap *= 2;
-    }
-    char *p = realloc(ob->p, cap);
-    if (p == NULL) {
-      ob->oom = 1;
-      return -1;
-    }
-    ob->p = p;
-    ob->cap = cap;
-  }
-  memcpy(ob->p + ob->n, buf, len);
-  ob->n += len;
-  return 0;
+  kv_buf *ob = data;
+  return ob->oom ? -1 : kv_buf_add(ob, buf, len);
 }
 
 /* ------------------------------------------------------- constructors */
-
-/* Raise unless every key of the table at index t is one of `allowed`. */
-static void check_fields(lua_State *L, int t, const char *who, const char *const *allowed) {
-  lua_pushnil(L);
-  while (lua_next(L, t) != 0) {
-    int ok = 0;
-    lua_pop(L, 1);
-    if (lua_type(L, -1) == LUA_TSTRING) {
-      const char *k = lua_tostring(L, -1);
-      for (const char *const *a = allowed; *a != NULL && !ok; a++)
-        ok = strcmp(k, *a) == 0;
-    }
-    if (!ok) {
-      luaL_tolstring(L, -1, NULL);
-      luaL_error(L, "%s: unknown field '%s'", who, lua_tostring(L, -1));
-    }
-  }
-}
 
 /* Raise when the table at index t has a `kind` other than `kind`. */
 static void check_kind(lua_State *L, int t, const char *who, const char *kind) {
@@ -212,6 +170,23 @@ static void copy_opt_str(lua_State *L, int t, int dst, const char *name, const c
 }
 
 /*
+ * The start of kv.stored and kv.removed: check the table at 1 (its fields,
+ * and a kind that is absent or `kind`), push the event with its kind and
+ * hashes; returns its index.
+ */
+static int new_event(lua_State *L, const char *who, const char *kind, const char *const *fields) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  kv_check_options(L, 1, who, fields);
+  check_kind(L, 1, who, kind);
+  lua_createtable(L, 0, 10);
+  int ev = lua_gettop(L);
+  lua_pushstring(L, kind);
+  lua_setfield(L, ev, "kind");
+  copy_hashes(L, 1, ev, who);
+  return ev;
+}
+
+/*
  * kv.stored{hashes=, tokens=, block_size=, parent=, lora_id=, lora_name=,
  * medium=, group_idx=, kv_cache_spec_kind=, kv_cache_spec_sliding_window=}
  * -> a BlockStored event table (see the top of the file for defaults).
@@ -230,14 +205,7 @@ int kv_stored(lua_State *L) {
                                        "kind",
                                        NULL};
   const char *who = "kv.stored";
-  luaL_checktype(L, 1, LUA_TTABLE);
-  check_fields(L, 1, who, fields);
-  check_kind(L, 1, who, "stored");
-  lua_createtable(L, 0, 10);
-  int ev = lua_gettop(L);
-  lua_pushliteral(L, "stored");
-  lua_setfield(L, ev, "kind");
-  copy_hashes(L, 1, ev, who);
+  int ev = new_event(L, who, "stored", fields);
 
   int ty = lua_getfield(L, 1, "tokens");
   if (ty != LUA_TNIL && ty != LUA_TTABLE)
@@ -278,14 +246,7 @@ int kv_stored(lua_State *L) {
 int kv_removed(lua_State *L) {
   static const char *const fields[] = {"hashes", "medium", "group_idx", "kind", NULL};
   const char *who = "kv.removed";
-  luaL_checktype(L, 1, LUA_TTABLE);
-  check_fields(L, 1, who, fields);
-  check_kind(L, 1, who, "removed");
-  lua_createtable(L, 0, 4);
-  int ev = lua_gettop(L);
-  lua_pushliteral(L, "removed");
-  lua_setfield(L, ev, "kind");
-  copy_hashes(L, 1, ev, who);
+  int ev = new_event(L, who, "removed", fields);
   copy_opt_str(L, 1, ev, "medium", who, "GPU");
   copy_opt_int(L, 1, ev, "group_idx", who, 0, 0);
   return 1;
@@ -296,7 +257,7 @@ int kv_cleared(lua_State *L) {
   static const char *const fields[] = {"kind", NULL};
   if (!lua_isnoneornil(L, 1)) {
     luaL_checktype(L, 1, LUA_TTABLE);
-    check_fields(L, 1, "kv.cleared", fields);
+    kv_check_options(L, 1, "kv.cleared", fields);
     check_kind(L, 1, "kv.cleared", "cleared");
   }
   lua_createtable(L, 0, 1);
@@ -650,14 +611,14 @@ static double wall_clock(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-void kv_encode_batch(lua_State *L, int b, kv_dialect d, kv_outbuf *ob) {
+void kv_encode_batch(lua_State *L, int b, kv_dialect d, kv_buf *ob) {
   msgpack_packer pk;
   int top = lua_gettop(L);
   double ts = 0.0;
   int has_rank;
   lua_Integer rank;
 
-  ob->n = 0;
+  ob->len = 0;
   ob->oom = 0;
   msgpack_packer_init(&pk, ob, outbuf_write);
   if (lua_getfield(L, b, "ts") == LUA_TNIL)
@@ -704,35 +665,14 @@ void kv_encode_batch(lua_State *L, int b, kv_dialect d, kv_outbuf *ob) {
 }
 
 /* kv.events.encode(batch [, dialect]) -> bytes.  Raises on a bad batch. */
-static int l_encode(lua_State *L) {
+int kv_events_encode(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   kv_dialect d = (kv_dialect)luaL_checkoption(L, 2, "vllm-array", kv_dialect_names);
   lua_settop(L, 2);
-  kv_outbuf *ob = kv_outbuf_new(L);
+  kv_buf *ob = kv_outbuf_new(L);
   kv_encode_batch(L, 1, d, ob);
-  lua_pushlstring(L, ob->p, ob->n);
+  lua_pushlstring(L, ob->p, ob->len);
   return 1;
 }
 
-static const luaL_Reg events_funcs[] = {
-    {"encode", l_encode},
-    {"decode", kv_events_decode},
-    {NULL, NULL},
-};
-
-void kv_events_push(lua_State *L) {
-  luaL_newmetatable(L, OUTBUF_MT);
-  lua_pushcfunction(L, outbuf_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, outbuf_gc);
-  lua_setfield(L, -2, "__close");
-  lua_pop(L, 1);
-
-  luaL_newlib(L, events_funcs);
-  lua_createtable(L, 6, 0);
-  for (int i = 0; kv_dialect_names[i] != NULL; i++) {
-    lua_pushstring(L, kv_dialect_names[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
-  lua_setfield(L, -2, "dialects");
-}
+void kv_events_open(lua_State *L) { kv_class_new(L, OUTBUF_MT, NULL, outbuf_gc, NULL); }

@@ -77,7 +77,7 @@
 enum { K_STORED, K_REMOVED, K_CLEARED };
 static const char *const tag_names[] = {"BlockStored", "BlockRemoved", "AllBlocksCleared", NULL};
 
-#define UNPACKED_MT "kv.events.unpacked"
+#define UNPACKED_MT "kvengine.kv.unpacked"
 
 enum { MAX_DEPTH = 32 };
 
@@ -656,10 +656,10 @@ static kv_dialect name_dialect(lua_State *L, const dstate *s, int b, int batch_i
   if (batch_is_map || (s->map_events > 0 && s->array_events > 0) || s->unknown_events > 0 ||
       s->wide_tokens > 0 || nfields > 3)
     return fallback;
-  kv_outbuf *ob = kv_outbuf_new(L);
+  kv_buf *ob = kv_outbuf_new(L);
   for (size_t i = 0; i < ncand; i++) {
     kv_encode_batch(L, b, cand[i], ob);
-    if (ob->n == len && memcmp(ob->p, data, len) == 0) {
+    if (ob->len == len && memcmp(ob->p, data, len) == 0) {
       lua_pop(L, 1);
       return cand[i];
     }
@@ -671,11 +671,13 @@ static kv_dialect name_dialect(lua_State *L, const dstate *s, int b, int batch_i
 /* kv.events.decode(bytes [, {profile=, dialect=}]) -> batch, dialect | nil, err. */
 int kv_events_decode(lua_State *L) {
   static const char *const profiles[] = {"tolerant", "kthena", NULL};
+  static const char *const keys[] = {"profile", "dialect", NULL};
   size_t len;
   const char *data = luaL_checklstring(L, 1, &len);
   int kthena = 0, want_dialect = 1;
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
+    kv_check_options(L, 2, "kv.events.decode", keys);
     lua_getfield(L, 2, "dialect");
     want_dialect = lua_isnil(L, -1) || lua_toboolean(L, -1);
     lua_pop(L, 1);
@@ -702,13 +704,7 @@ int kv_events_decode(lua_State *L) {
 
   box = lua_newuserdatauv(L, sizeof *box, 0); /* index 2 */
   box->live = 0;
-  if (luaL_newmetatable(L, UNPACKED_MT)) {
-    lua_pushcfunction(L, unpacked_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, unpacked_gc);
-    lua_setfield(L, -2, "__close");
-  }
-  lua_setmetatable(L, -2);
+  luaL_setmetatable(L, UNPACKED_MT);
   msgpack_unpacked_init(&box->u);
   box->live = 1;
   size_t off = 0;
@@ -742,3 +738,5 @@ fail:
   lua_pushstring(L, s.err);
   return 2;
 }
+
+void kv_events_decode_open(lua_State *L) { kv_class_new(L, UNPACKED_MT, NULL, unpacked_gc, NULL); }

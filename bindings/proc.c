@@ -12,12 +12,17 @@
  * SIGKILL when a child is let go.  Nothing blocks.
  *
  * No target is exec'd directly: uv_spawn runs the engine binary in its
- * supervisor mode (proc_supervisor.c) with a control socket on fd 3.  The
- * supervisor puts the target in a process group of its own (the group id is
- * the supervisor's pid) and kills that whole group when the target exits,
- * when the engine closes the control socket, or when the engine dies, even
- * by SIGKILL.  It reports over the socket whether the target could be
- * exec'd, and its pid, so proc.spawn and proc.run yield until that report.
+ * supervisor mode (engine/supervise.c; the argv and the report lines are in
+ * engine/supervise.h) with a control socket on fd 3.  The supervisor puts
+ * the target in a process group of its own (the group id is the
+ * supervisor's pid) and kills that whole group when the target exits, when
+ * the engine closes the control socket, or when the engine dies, even by
+ * SIGKILL.  It reports over the socket whether the target could be exec'd,
+ * and its pid, so proc.spawn and proc.run yield until that report.
+ *
+ * Failures the caller should expect come back as nil, "proc: <why>"
+ * ("proc: exec: prog: No such file or directory"); a timeout as nil,
+ * "timeout"; wrong arguments and unknown options raise.
  *
  * Ownership: a child record is malloc'd and holds the uv handles.  It is
  * freed once its last handle has closed and nothing refers to it: the Lua
@@ -27,6 +32,7 @@
  * timer; the record lives on until the supervisor has been reaped.
  */
 #include "engine.h"
+#include "supervise.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -41,22 +47,16 @@
 
 #include <lauxlib.h>
 
-#define PROC_MT "kvengine.proc"
+#define PROC_MT "kvengine.proc.child"
 #define SELF_EXE "/proc/self/exe"
-#define SUPERVISOR_GRACE_MS 2000
 /* The supervisor kills its group after its own grace; this is the backstop. */
-#define KILL_AFTER_MS (SUPERVISOR_GRACE_MS + 1000)
+#define KILL_AFTER_MS (KV_SUPERVISE_GRACE_MS + 1000)
 #define READ_CHUNK 65536
 #define MSG_SIZE 512
 
 extern char **environ;
 
 typedef struct pwait pwait;
-
-typedef struct obuf {
-  char *p;
-  size_t len, cap;
-} obuf;
 
 enum start_state { START_PENDING, START_OK, START_FAILED };
 
@@ -81,19 +81,18 @@ typedef struct child {
   int termsig;
   char ctlbuf[128];
   size_t ctllen;
-  obuf cap_out, cap_err;
+  kv_buf cap_out, cap_err;
   char *input;
   size_t inlen;
   char *prog, *cwd; /* for messages */
   char errmsg[MSG_SIZE];
-  pwait *start_waiters, *done_waiters;
+  kv_wait *start_waiters, *done_waiters; /* their data are pwaits */
 } child;
 
 /* The data of a kv_wait on a child. */
 struct pwait {
   kv_wait *w;
   child *c; /* holds a reference */
-  pwait *next, **pprev;
   uv_timer_t *timer;
   int timed_out;
   double deadline;    /* proc.run: the end of its timeout, < 0 for none */
@@ -116,14 +115,12 @@ typedef struct spawn_req {
   double timeout; /* < 0: none */
 } spawn_req;
 
-static void free_handle(uv_handle_t *h) { free(h); }
-
 /* ----------------------------------------------------------- the record */
 
 static void child_free(child *c) {
   assert(!c->res.scope && !c->start_waiters && !c->done_waiters);
-  free(c->cap_out.p);
-  free(c->cap_err.p);
+  kv_buf_free(&c->cap_out);
+  kv_buf_free(&c->cap_err);
   free(c->input);
   free(c->prog);
   free(c->cwd);
@@ -175,32 +172,22 @@ static int signal_group(child *c, int sig) {
 
 /* ---------------------------------------------------------------- waits */
 
-static void pwait_unlink(pwait *pw) {
-  if (!pw->pprev)
-    return;
-  *pw->pprev = pw->next;
-  if (pw->next)
-    pw->next->pprev = pw->pprev;
-  pw->next = NULL;
-  pw->pprev = NULL;
-}
-
 static void pwait_disarm(pwait *pw) {
   if (pw->timer)
-    uv_close((uv_handle_t *)pw->timer, free_handle);
+    uv_close((uv_handle_t *)pw->timer, kv_free_handle);
   pw->timer = NULL;
 }
 
 static void pwait_cancel(kv_wait *w) {
   pwait *pw = kv_wait_data(w);
-  pwait_unlink(pw);
+  kv_wait_unlink(w);
   pwait_disarm(pw);
   kv_wait_wake(w);
 }
 
 static void pwait_dispose(kv_wait *w) {
   pwait *pw = kv_wait_data(w);
-  pwait_unlink(pw);
+  kv_wait_unlink(w);
   pwait_disarm(pw);
   if (pw->c)
     child_unref(pw->c);
@@ -216,20 +203,16 @@ static pwait *pwait_new(lua_State *L, const char *who) {
   return pw;
 }
 
-static void pwait_attach(pwait *pw, child *c, pwait **list) {
+static void pwait_attach(pwait *pw, child *c, kv_wait **list) {
   pw->c = c;
   c->refs++;
-  pw->next = *list;
-  if (pw->next)
-    pw->next->pprev = &pw->next;
-  pw->pprev = list;
-  *list = pw;
+  kv_wait_link(pw->w, list);
 }
 
 static void pwait_timer_fired(uv_timer_t *t) {
   pwait *pw = t->data;
   pw->timed_out = 1;
-  pwait_unlink(pw);
+  kv_wait_unlink(pw->w);
   pwait_disarm(pw);
   kv_wait_wake(pw->w);
 }
@@ -246,13 +229,13 @@ static void pwait_arm(pwait *pw, double seconds) {
 }
 
 /* Wake every wait on list; runs their tasks now (from a loop callback). */
-static void wake_list(child *c, pwait **list) {
+static void wake_list(child *c, kv_wait **list) {
   c->refs++;
   while (*list) {
-    pwait *pw = *list;
-    pwait_unlink(pw);
-    pwait_disarm(pw);
-    kv_wait_wake(pw->w);
+    kv_wait *w = *list;
+    kv_wait_unlink(w);
+    pwait_disarm(kv_wait_data(w));
+    kv_wait_wake(w);
   }
   child_unref(c);
 }
@@ -331,7 +314,7 @@ static void child_exited(uv_process_t *p, int64_t status, int sig) {
   child_unref(c);
 }
 
-/* Parse the supervisor's report: "P <pid>" or "E <stage> <errno>". */
+/* Parse the supervisor's report (supervise.h). */
 static void parse_report(child *c) {
   c->ctlbuf[c->ctllen] = '\0';
   char *nl = strchr(c->ctlbuf, '\n');
@@ -339,22 +322,23 @@ static void parse_report(child *c) {
     return;
   *nl = '\0';
   char stage[16], msg[MSG_SIZE];
-  int err;
-  long pid;
-  if (sscanf(c->ctlbuf, "P %ld", &pid) == 1 && pid > 0) {
+  int err = 0;
+  long pid = 0;
+  int kind = kv_supervise_parse_report(c->ctlbuf, &pid, stage, &err);
+  if (kind == 1) {
     c->pid = (pid_t)pid;
     c->start = START_OK;
     wake_list(c, &c->start_waiters);
     return;
   }
-  if (sscanf(c->ctlbuf, "E %15s %d", stage, &err) != 2)
+  if (kind < 0)
     snprintf(msg, sizeof msg, "proc: bad report from the supervisor: %s", c->ctlbuf);
   else if (strcmp(stage, "chdir") == 0)
-    snprintf(msg, sizeof msg, "chdir: %s: %s", c->cwd ? c->cwd : "", strerror(err));
+    snprintf(msg, sizeof msg, "proc: chdir: %s: %s", c->cwd ? c->cwd : "", strerror(err));
   else if (strcmp(stage, "exec") == 0)
-    snprintf(msg, sizeof msg, "exec: %s: %s", c->prog, strerror(err));
+    snprintf(msg, sizeof msg, "proc: exec: %s: %s", c->prog, strerror(err));
   else
-    snprintf(msg, sizeof msg, "%s: %s", stage, strerror(err));
+    snprintf(msg, sizeof msg, "proc: %s: %s", stage, strerror(err));
   fail_start(c, msg);
 }
 
@@ -381,22 +365,16 @@ static void ctl_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   child_unref(c);
 }
 
-static obuf *capture_of(child *c, uv_handle_t *h) {
+static kv_buf *capture_of(child *c, uv_handle_t *h) {
   return h == (uv_handle_t *)&c->out ? &c->cap_out : &c->cap_err;
 }
 
 static void out_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   (void)hint;
-  obuf *b = capture_of(h->data, h);
-  if (b->cap - b->len < READ_CHUNK) {
-    size_t cap = b->cap ? b->cap * 2 : READ_CHUNK;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-      *buf = uv_buf_init(NULL, 0); /* read_cb gets UV_ENOBUFS */
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
+  kv_buf *b = capture_of(h->data, h);
+  if (!kv_buf_room(b, READ_CHUNK)) {
+    *buf = uv_buf_init(NULL, 0); /* read_cb gets UV_ENOBUFS */
+    return;
   }
   size_t room = b->cap - b->len;
   *buf = uv_buf_init(b->p + b->len, room > INT_MAX ? INT_MAX : (unsigned)room);
@@ -425,25 +403,6 @@ static void input_written(uv_write_t *req, int status) {
 }
 
 /* ---------------------------------------------------------------- spawn */
-
-/* Build the supervisor's argv into out (room for n + 10 pointers). */
-static void supervisor_argv(const spawn_req *q, const char **out, char *ppid, char *grace) {
-  int i = 0;
-  out[i++] = "kvengine";
-  out[i++] = "__supervise";
-  out[i++] = "--ppid";
-  out[i++] = ppid;
-  out[i++] = "--grace";
-  out[i++] = grace;
-  if (q->cwd) {
-    out[i++] = "--cwd";
-    out[i++] = q->cwd;
-  }
-  out[i++] = "--";
-  for (int j = 0; q->argv[j]; j++)
-    out[i++] = q->argv[j];
-  out[i] = NULL;
-}
 
 /* The stdio of the supervisor, which the target inherits; fd 3 is control. */
 static void child_stdio(child *c, const spawn_req *q, int logfd, uv_stdio_container_t *io) {
@@ -519,13 +478,13 @@ static child *child_new(const spawn_req *q) {
 static child *child_start(const spawn_req *q, char *err) {
   int logfd = -1;
   if (q->log && (logfd = open(q->log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644)) < 0) {
-    snprintf(err, MSG_SIZE, "log: %s: %s", q->log, strerror(errno));
+    snprintf(err, MSG_SIZE, "proc: log: %s: %s", q->log, strerror(errno));
     return NULL;
   }
   int argc = 0;
   while (q->argv[argc])
     argc++;
-  const char **args = malloc((size_t)(argc + 10) * sizeof *args);
+  const char **args = malloc((size_t)(argc + KV_SUPERVISE_ARGV_EXTRA) * sizeof *args);
   child *c = args ? child_new(q) : NULL;
   if (!c) {
     free(args);
@@ -536,8 +495,8 @@ static child *child_start(const spawn_req *q, char *err) {
   }
   char ppid[24], grace[24];
   snprintf(ppid, sizeof ppid, "%ld", (long)getpid());
-  snprintf(grace, sizeof grace, "%d", SUPERVISOR_GRACE_MS);
-  supervisor_argv(q, args, ppid, grace);
+  snprintf(grace, sizeof grace, "%d", KV_SUPERVISE_GRACE_MS);
+  kv_supervise_argv(args, ppid, grace, q->cwd, q->argv);
   uv_stdio_container_t io[4];
   child_stdio(c, q, logfd, io);
   uv_process_options_t o;
@@ -554,7 +513,7 @@ static child *child_start(const spawn_req *q, char *err) {
   if (logfd >= 0)
     close(logfd);
   if (r < 0) {
-    snprintf(err, MSG_SIZE, "spawn: %s", uv_strerror(r));
+    snprintf(err, MSG_SIZE, "proc: spawn: %s", uv_strerror(r));
     c->exited = 1; /* nothing to signal */
     c->start = START_FAILED;
     handle_close(c, &c->proc, H_PROC);
@@ -572,19 +531,6 @@ static child *child_start(const spawn_req *q, char *err) {
 }
 
 /* ------------------------------------------------------ argument parsing */
-
-/* Raise unless every key of the options table is one of `known`. */
-static void check_keys(lua_State *L, const char *who, const char *const *known) {
-  lua_pushnil(L);
-  while (lua_next(L, 1)) {
-    lua_pop(L, 1);
-    int ok = 0;
-    for (int i = 0; known[i] && !ok; i++)
-      ok = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), known[i]) == 0;
-    if (!ok)
-      luaL_error(L, "%s: unknown option %s", who, luaL_tolstring(L, -1, NULL));
-  }
-}
 
 /* A string option (numbers are taken as strings) or NULL; raises on other types. */
 static const char *opt_string(lua_State *L, int keep, const char *who, const char *key,
@@ -712,7 +658,7 @@ static void parse_request(lua_State *L, spawn_req *q, const char *who, int run) 
                                          "input", "timeout", NULL};
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
-  check_keys(L, who, run ? run_keys : spawn_keys);
+  kv_check_options(L, 1, who, run ? run_keys : spawn_keys);
   lua_newtable(L);
   int keep = 2;
   memset(q, 0, sizeof *q);
@@ -740,12 +686,9 @@ static void parse_request(lua_State *L, spawn_req *q, const char *who, int run) 
 
 /* nil, message for a child that never started (and let go of it). */
 static int push_start_failure(lua_State *L, pwait *pw) {
-  luaL_pushfail(L);
-  if (!pw->c) {
-    lua_pushstring(L, pw->err);
-    return 2;
-  }
-  lua_pushstring(L, pw->c->errmsg[0] ? pw->c->errmsg : "proc: the child did not start");
+  if (!pw->c)
+    return kv_fail(L, "%s", pw->err);
+  kv_fail(L, "%s", pw->c->errmsg[0] ? pw->c->errmsg : "proc: the child did not start");
   child_close(pw->c);
   return 2;
 }
@@ -800,7 +743,7 @@ static int l_spawn(lua_State *L) {
   return start_and_yield(L, &q, "proc.spawn", spawn_k);
 }
 
-static void push_capture(lua_State *L, const obuf *b) {
+static void push_capture(lua_State *L, const kv_buf *b) {
   lua_pushlstring(L, b->p ? b->p : "", b->len);
 }
 
@@ -897,9 +840,7 @@ static int wait_k(lua_State *L, int status, lua_KContext ctx) {
   pwait *pw = kv_wait_data(kv_wait_of(ctx));
   if (!pw->timed_out)
     return push_status(L, pw->c);
-  luaL_pushfail(L);
-  lua_pushliteral(L, "timeout");
-  return 2;
+  return kv_timeout(L);
 }
 
 /*
@@ -960,13 +901,10 @@ static int check_signal(lua_State *L, int idx) {
 static int p_kill(lua_State *L) {
   child *c = check_open(L);
   int sig = check_signal(L, 2);
-  if (c->exited) {
-    luaL_pushfail(L);
-    lua_pushliteral(L, "proc: the process has exited");
-    return 2;
-  }
+  if (c->exited)
+    return kv_fail(L, "proc: the process has exited");
   if (signal_group(c, sig) < 0)
-    return luaL_fileresult(L, 0, "kill");
+    return luaL_fileresult(L, 0, "proc: kill");
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -1017,17 +955,10 @@ static const luaL_Reg proc_methods[] = {{"pid", p_pid},   {"pgid", p_pgid}, {"ru
                                         {"kill", p_kill}, {"wait", p_wait}, {"close", p_close},
                                         {NULL, NULL}};
 
-static const luaL_Reg proc_meta[] = {
-    {"__gc", p_close}, {"__close", p_close}, {"__tostring", p_tostring}, {NULL, NULL}};
-
 static const luaL_Reg proc_funcs[] = {{"spawn", l_spawn}, {"run", l_run}, {NULL, NULL}};
 
 int luaopen_proc(lua_State *L) {
-  luaL_newmetatable(L, PROC_MT);
-  luaL_setfuncs(L, proc_meta, 0);
-  luaL_newlib(L, proc_methods);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
+  kv_class_new(L, PROC_MT, proc_methods, p_close, p_tostring);
   luaL_newlib(L, proc_funcs);
   return 1;
 }

@@ -55,7 +55,7 @@
 #include <lauxlib.h>
 #include <zmq.h>
 
-#define SOCK_MT "zmq.socket"
+#define SOCK_MT "kvengine.zmq.socket"
 
 /* The default and recommended high-water mark for KV event streams. */
 #define EVENT_HWM 100000
@@ -105,8 +105,6 @@ struct zsock {
 static void *ctx;
 static pid_t ctx_pid;
 static zsock *all_socks;
-
-static void free_handle(uv_handle_t *h) { free(h); }
 
 static void *xrealloc(void *p, size_t n) {
   p = realloc(p, n);
@@ -269,7 +267,7 @@ static void waiter_timer_fired(uv_timer_t *t) {
     wt->result = WAIT_TIMEOUT;
   }
   kv_wait *w = wt->w;
-  uv_close((uv_handle_t *)wt->timer, free_handle);
+  uv_close((uv_handle_t *)wt->timer, kv_free_handle);
   wt->timer = NULL;
   wt->w = NULL;
   kv_wait_wake(w);
@@ -278,7 +276,7 @@ static void waiter_timer_fired(uv_timer_t *t) {
 static void waiter_cancel(kv_wait *w) {
   waiter *wt = kv_wait_data(w);
   waiter_unlink(wt);
-  uv_close((uv_handle_t *)wt->timer, free_handle);
+  uv_close((uv_handle_t *)wt->timer, kv_free_handle);
   wt->timer = NULL;
   wt->w = NULL;
   kv_wait_wake(w);
@@ -372,7 +370,7 @@ static void sock_close(kv_resource *r) {
     return;
   while (s->head)
     waiter_settle(s->head, WAIT_CLOSED);
-  uv_close((uv_handle_t *)s->poll, free_handle); /* before zmq closes its fd */
+  uv_close((uv_handle_t *)s->poll, kv_free_handle); /* before zmq closes its fd */
   s->poll = NULL;
   zmq_close(s->z);
   s->z = NULL;
@@ -417,9 +415,7 @@ static int sock_gc(lua_State *L) {
 }
 
 static int zfail(lua_State *L, const char *what, const char *arg) {
-  lua_pushnil(L);
-  lua_pushfstring(L, "zmq: %s %s: %s", what, arg, zmq_strerror(zmq_errno()));
-  return 2;
+  return kv_fail(L, "zmq: %s %s: %s", what, arg, zmq_strerror(zmq_errno()));
 }
 
 /* Remember a bound endpoint, with a wildcard host made connectable. */
@@ -554,7 +550,11 @@ static zsock *sock_new(lua_State *L, int type) {
 }
 
 static int open_socket(lua_State *L, int type) {
+  static const char *const pub_keys[] = {"bind", "connect", "hwm", NULL};
+  static const char *const sub_keys[] = {"bind", "connect", "subscribe", "hwm", NULL};
   luaL_checktype(L, 1, LUA_TTABLE);
+  kv_check_options(L, 1, type == ZMQ_XPUB ? "zmq.pub" : "zmq.sub",
+                   type == ZMQ_XPUB ? pub_keys : sub_keys);
   lua_settop(L, 1);
   zsock *s = sock_new(L, type);
   apply_options(L, s);
@@ -601,11 +601,8 @@ static int sock_send(lua_State *L) {
   }
   int err = zmq_errno();
   pump(s);
-  if (rc < 0) {
-    lua_pushnil(L);
-    lua_pushfstring(L, "zmq: send: %s", zmq_strerror(err));
-    return 2;
-  }
+  if (rc < 0)
+    return kv_fail(L, "zmq: send: %s", zmq_strerror(err));
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -621,12 +618,7 @@ static double opt_timeout(lua_State *L, int i) {
 
 /* nil and why a wait ended without its answer. */
 static int push_wait_failure(lua_State *L, const waiter *wt) {
-  lua_pushnil(L);
-  if (wt->result == WAIT_TIMEOUT)
-    lua_pushliteral(L, "timeout");
-  else
-    lua_pushliteral(L, "zmq: socket closed");
-  return 2;
+  return wt->result == WAIT_TIMEOUT ? kv_timeout(L) : kv_fail(L, "zmq: socket closed");
 }
 
 static int recv_done(lua_State *L, int status, lua_KContext ctx) {
@@ -651,17 +643,11 @@ static int sock_recv(lua_State *L) {
       return 1;
     }
     frames_clear(&fr);
-    if (zmq_errno() != EAGAIN) {
-      lua_pushnil(L);
-      lua_pushfstring(L, "zmq: recv: %s", zmq_strerror(zmq_errno()));
-      return 2;
-    }
+    if (zmq_errno() != EAGAIN)
+      return kv_fail(L, "zmq: recv: %s", zmq_strerror(zmq_errno()));
   }
-  if (timeout == 0) {
-    lua_pushnil(L);
-    lua_pushliteral(L, "timeout");
-    return 2;
-  }
+  if (timeout == 0)
+    return kv_timeout(L);
   kv_wait *w = waiter_new(L, s, timeout)->w;
   pump(s); /* messages queued behind earlier waiters */
   return kv_wait_yield(L, w, recv_done);
@@ -692,11 +678,8 @@ static int sock_wait_subscribed(lua_State *L) {
     lua_pushboolean(L, 1);
     return 1;
   }
-  if (timeout == 0) {
-    lua_pushnil(L);
-    lua_pushliteral(L, "timeout");
-    return 2;
-  }
+  if (timeout == 0)
+    return kv_timeout(L);
   waiter *wt = waiter_new(L, s, timeout);
   wt->topic = malloc(len ? len : 1);
   if (!wt->topic)
@@ -734,17 +717,7 @@ static const luaL_Reg sock_methods[] = {
 static const luaL_Reg zmq_funcs[] = {{"pub", l_pub}, {"sub", l_sub}, {NULL, NULL}};
 
 int luaopen_zmq(lua_State *L) {
-  luaL_newmetatable(L, SOCK_MT);
-  lua_newtable(L);
-  luaL_setfuncs(L, sock_methods, 0);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, sock_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, sock_gc);
-  lua_setfield(L, -2, "__close");
-  lua_pushcfunction(L, sock_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pop(L, 1);
+  kv_class_new(L, SOCK_MT, sock_methods, sock_gc, sock_tostring);
   luaL_newlib(L, zmq_funcs);
   int major, minor, patch;
   zmq_version(&major, &minor, &patch);

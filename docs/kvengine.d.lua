@@ -3,6 +3,7 @@
 -- server (LuaLS): add this folder to "Lua.workspace.library" in .luarc.json.
 -- Nothing here runs; the engine provides these names.
 
+---Any other key fails the file at the test's line, naming the closest valid one.
 ---@class TestOptions
 ---@field timeout? number  seconds; default --timeout (30)
 ---@field tags? string[]
@@ -101,7 +102,7 @@ function expect(actual) end
 ---Call fn until it returns a truthy value without raising; return what it returned.
 ---@generic T
 ---@param fn fun(): T
----@param opts? {timeout?: number, interval?: number}
+---@param opts? {timeout?: number, interval?: number}  other keys raise
 ---@return T
 function eventually(fn, opts) end
 
@@ -135,6 +136,45 @@ function log(...) end
 ---@param data string
 ---@return string path
 function artifact(name, data) end
+
+-- ------------------------------------------------------------------- engine
+
+---A test's scope, or the file's: what its tasks open is closed when it ends.
+---@class EngineScope
+local EngineScope = {}
+---@return boolean  whether its test (or file) still runs
+function EngineScope:open() end
+---Run fn when the scope ends (after the test's after_each, however it ended; the
+---file's after after_all), newest first, each guarded.
+---@param fn fun()
+function EngineScope:defer(fn) end
+
+---`local engine = require "engine"`, for fixture libraries.
+---@class engine
+local engine = {}
+---@return EngineScope  the caller's scope: its test's, or the file's
+function engine.scope() end
+---@param scope EngineScope
+---@param fn function
+---@return Task
+function engine.spawn_in(scope, fn, ...) end
+---Run fn when the caller's scope ends: engine.scope():defer(fn).
+---@param fn fun()
+function engine.defer(fn) end
+---Raise when t has a key not in keys, naming the closest valid key; returns t.
+---@generic T: table?
+---@param fname string  the function whose options these are, for the message
+---@param t T
+---@param keys string[]|table<string, boolean>
+---@param level? integer  as in error(); default 2, the caller of fname
+---@return T
+function engine.check_options(fname, t, keys, level) end
+---Failures raised through the calling library point at its caller.
+function engine.helper() end
+---@return string
+function engine.artifacts_dir() end
+---@return string
+function engine.test_name() end
 
 -- ------------------------------------------------------------------ kvcache
 

@@ -5,7 +5,9 @@
  * task:cancel()), now().  Internal, for the prelude's runner only (table
  * __kv): run(fn, timeout, scope) runs fn as a guarded task and reports how
  * it ended; scope(test, artifacts) makes a test's scope; emit(line) sends a
- * report event to the parent process; file_expired().
+ * report event to the parent process; file_expired(); take_deferred(scope)
+ * hands over what scope:defer collected.  For engine.lua: scope_current(),
+ * spawn_in(scope, fn, ...), check_options(fname, t, keys [, level]).
  */
 #include "internal.h"
 
@@ -29,17 +31,15 @@ void kv_set_event_fd(int fd) { event_fd = fd; }
 
 /* ------------------------------------------------------------------ sleep */
 
-static void free_handle(uv_handle_t *h) { free(h); }
-
 static void sleep_fired(uv_timer_t *timer) {
   kv_wait *w = timer->data;
-  uv_close((uv_handle_t *)timer, free_handle);
+  uv_close((uv_handle_t *)timer, kv_free_handle);
   kv_wait_wake(w);
 }
 
 static void sleep_cancel(kv_wait *w) {
   uv_timer_t **timer = kv_wait_data(w);
-  uv_close((uv_handle_t *)*timer, free_handle);
+  uv_close((uv_handle_t *)*timer, kv_free_handle);
   kv_wait_wake(w);
 }
 
@@ -203,7 +203,66 @@ static int scoperef_open(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg scoperef_methods[] = {{"open", scoperef_open}, {NULL, NULL}};
+/* ------------------------------------------------------------------ defer */
+
+/*
+ * Functions deferred on a scope wait in a registry table keyed by the
+ * scope's address: registry[&defer_key][s] = {fn, ...}, oldest first.  The
+ * runner takes them when the scope ends (take_deferred) and runs them newest
+ * first, each guarded; closing a scope drops what nobody took, so a scope
+ * made later at the same address starts with none.
+ */
+static const char defer_key = 'd';
+
+static void push_deferred_all(lua_State *L) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &defer_key) == LUA_TTABLE)
+    return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &defer_key);
+}
+
+/* scope:defer(fn): fn runs when the scope ends, however its test ends. */
+static int scoperef_defer(lua_State *L) {
+  kv_scope **ud = luaL_checkudata(L, 1, SCOPEREF_MT);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  if (!*ud || (*ud)->closed)
+    return luaL_error(L, "defer: that scope has ended (its test or file is over)");
+  push_deferred_all(L);
+  if (lua_rawgetp(L, -1, *ud) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, -3, *ud);
+  }
+  lua_pushvalue(L, 2);
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  return 0;
+}
+
+/* __kv.take_deferred([scope]) -> what was deferred on scope (default the root), now forgotten. */
+static int l_take_deferred(lua_State *L) {
+  kv_scope *s = lua_isnoneornil(L, 1) ? kv_scope_root() : *check_scope(L, 1);
+  push_deferred_all(L);
+  if (!s || lua_rawgetp(L, -1, s) != LUA_TTABLE) {
+    lua_newtable(L);
+    return 1;
+  }
+  lua_pushnil(L);
+  lua_rawsetp(L, -3, s);
+  return 1;
+}
+
+void kv_defer_forget(lua_State *L, kv_scope *s) {
+  push_deferred_all(L);
+  lua_pushnil(L);
+  lua_rawsetp(L, -2, s);
+  lua_pop(L, 1);
+}
+
+static const luaL_Reg scoperef_methods[] = {
+    {"open", scoperef_open}, {"defer", scoperef_defer}, {NULL, NULL}};
 
 /* __kv.scope_current() -> a handle on the scope the caller runs in. */
 static int l_scope_current(lua_State *L) {
@@ -364,28 +423,18 @@ static const luaL_Reg internal_funcs[] = {{"run", l_run},
                                           {"scope_current", l_scope_current},
                                           {"spawn_in", l_spawn_in},
                                           {"file_deadline", l_file_deadline},
+                                          {"take_deferred", l_take_deferred},
+                                          {"check_options", kv_l_check_options},
                                           {NULL, NULL}};
 
 static const luaL_Reg global_funcs[] = {
     {"sleep", l_sleep}, {"spawn", l_spawn}, {"now", l_now}, {NULL, NULL}};
 
-static void new_class(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc) {
-  luaL_newmetatable(L, name);
-  lua_newtable(L);
-  luaL_setfuncs(L, methods, 0);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, gc);
-  lua_setfield(L, -2, "__close");
-  lua_pop(L, 1);
-}
-
 /* Installs the globals and returns the internal table. */
 int luaopen_kvcore(lua_State *L) {
-  new_class(L, TASK_MT, task_methods, task_gc);
-  new_class(L, SCOPE_MT, scope_methods, scope_close);
-  new_class(L, SCOPEREF_MT, scoperef_methods, scoperef_gc);
+  kv_class_new(L, TASK_MT, task_methods, task_gc, NULL);
+  kv_class_new(L, SCOPE_MT, scope_methods, scope_close, NULL);
+  kv_class_new(L, SCOPEREF_MT, scoperef_methods, scoperef_gc, NULL);
   lua_pushglobaltable(L);
   luaL_setfuncs(L, global_funcs, 0);
   lua_pop(L, 1);

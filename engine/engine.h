@@ -13,7 +13,9 @@
  *     scope, closed when the test ends or is abandoned;
  *   - context: the current test's name, artifacts folder and deadline;
  *   - tasks: coroutines that the engine itself resumes from the loop (a test
- *     body, a spawn()ed function, an HTTP handler).
+ *     body, a spawn()ed function, an HTTP handler);
+ *   - one dialect: the userdata classes, the strict option tables and the
+ *     byte buffers every binding builds the same way.
  *
  * Rules a binding follows:
  *   - never resume Lua from inside a running Lua call: wake only from loop
@@ -28,6 +30,7 @@
 
 #include <stddef.h>
 
+#include <lauxlib.h>
 #include <lua.h>
 #include <uv.h>
 
@@ -43,6 +46,9 @@ double kv_now(void);
  * since: a 2 s timeout started after 1.5 s of work would fire after 0.5 s.
  */
 int kv_timer_start(uv_timer_t *timer, uv_timer_cb cb, uint64_t timeout_ms);
+
+/* The uv_close callback of a handle that is its own malloc'd block. */
+void kv_free_handle(uv_handle_t *h);
 
 /* ---------------------------------------------------------------- waiting */
 
@@ -81,6 +87,14 @@ kv_wait *kv_wait_of(lua_KContext ctx);
  * only disposes and frees.  Call exactly once per record; never from Lua.
  */
 void kv_wait_wake(kv_wait *w);
+
+/*
+ * Waits a binding keeps on a list of its own (the tasks waiting for one
+ * child to exit): link w at the head of *list; unlink it (idempotent) before
+ * waking it, and in its cancel and dispose callbacks.
+ */
+void kv_wait_link(kv_wait *w, kv_wait **list);
+void kv_wait_unlink(kv_wait *w);
 
 /* --------------------------------------------------------------- tracking */
 
@@ -122,5 +136,61 @@ const char *kv_artifacts_dir(void);
  * outside a test, printed with its traceback.
  */
 void kv_spawn(lua_State *L, kv_scope *scope, int nargs);
+
+/* ---------------------------------------------------------- one dialect */
+
+/*
+ * Register the metatable of a binding's userdata, as liolib does for files:
+ * named `name` ("kvengine.<module>.<type>"), with `methods` under __index,
+ * `close` as both __gc and __close (one function: closing twice, or
+ * collecting what was closed, does nothing) and `tostring` as __tostring.
+ * methods, close and tostring may be NULL.  Every function gets the
+ * metatable as upvalue 1, so a method called once per command can check its
+ * self by comparing metatables instead of looking the name up.  Other
+ * metamethods are set on luaL_getmetatable(L, name) afterwards.
+ */
+void kv_class_new(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction close,
+                  lua_CFunction tostring);
+
+/*
+ * Expected failures, returned the way Lua's own libraries return them: push
+ * nil and the message (lua_pushfstring's format, starting "<module>: "),
+ * and return 2, as in `return kv_fail(L, "zmq: bind %s: %s", ep, why)`.
+ * kv_timeout pushes nil, "timeout": a wait that ran out of time says only
+ * that, so callers can compare.
+ */
+int kv_fail(lua_State *L, const char *fmt, ...);
+int kv_timeout(lua_State *L);
+
+/*
+ * Raise unless every key of the options table at idx is one of `keys`
+ * (NULL-terminated).  The error names the function (`fname`), the unknown
+ * key and the closest valid one, and points at the Lua code that called the
+ * running C function: "file.lua:12: redis.connect: unknown option
+ * `tiemout`; did you mean `timeout`?".  A nil or absent table passes; any
+ * other non-table raises.  Scripts reach the same check as
+ * engine.check_options (engine/lua/engine.lua).
+ */
+void kv_check_options(lua_State *L, int idx, const char *fname, const char *const keys[]);
+
+/*
+ * A growable byte buffer: p holds len bytes in room for cap.  Start it
+ * zeroed, release it with kv_buf_free.  When memory runs out the buffer
+ * keeps what it held and oom is set, so code that appends many pieces can
+ * check once at the end.
+ */
+typedef struct kv_buf {
+  char *p;
+  size_t len, cap;
+  int oom;
+} kv_buf;
+
+/* Room for `more` bytes after len (len is not changed), or NULL. */
+char *kv_buf_room(kv_buf *b, size_t more);
+
+/* Append n bytes: 0, or -1 when out of memory. */
+int kv_buf_add(kv_buf *b, const void *data, size_t n);
+
+void kv_buf_free(kv_buf *b);
 
 #endif

@@ -140,8 +140,6 @@ static void timer_fired(uv_timer_t *h) {
   guard_fire();
 }
 
-static void free_handle(uv_handle_t *h) { free(h); }
-
 /*
  * Guard t for `seconds` (capped by the file's deadline).  Returns 0, or -1
  * when a guard is already running (runs do not nest).
@@ -209,6 +207,6 @@ void kv_guard_close(void) {
   free(guard.where);
   guard.where = NULL;
   if (guard.timer)
-    uv_close((uv_handle_t *)guard.timer, free_handle);
+    uv_close((uv_handle_t *)guard.timer, kv_free_handle);
   guard.timer = NULL;
 }

@@ -88,7 +88,7 @@ void kv_host_close(struct kv_host *h) {
   kv_sched_close();
   kv_guard_close();
   for (int i = 0; i < 2; i++)
-    uv_close((uv_handle_t *)h->signals[i], (uv_close_cb)free);
+    uv_close((uv_handle_t *)h->signals[i], kv_free_handle);
   uv_run(kv_loop(), UV_RUN_DEFAULT);
   /* A handle a binding forgot: close it rather than hang or leak. */
   uv_walk(kv_loop(), close_walk, NULL);

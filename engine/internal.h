@@ -66,8 +66,6 @@ int kv_task_push_outcome(kv_task *t, lua_State *L); /* results or error, see tas
 void kv_sched_init(lua_State *L);
 void kv_sched_close(void);
 void kv_sched_defer(int on);
-void kv_wait_link(kv_wait *w, kv_wait **list);
-void kv_wait_unlink(kv_wait *w);
 
 /* scope.c */
 kv_scope *kv_scope_new(const char *test, const char *artifacts);
@@ -99,6 +97,10 @@ void kv_coro_install(lua_State *L);
 /* core.c: the core Lua functions (sleep, spawn, parallel's pieces, __kv) */
 int luaopen_kvcore(lua_State *L);
 void kv_set_event_fd(int fd);
+void kv_defer_forget(lua_State *L, kv_scope *s); /* drop what was deferred on s */
+
+/* strict_options.c: check_options(fname, t, keys [, level]) for Lua */
+int kv_l_check_options(lua_State *L);
 
 /* modules.c */
 void kv_modules_install(lua_State *L);

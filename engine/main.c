@@ -7,11 +7,12 @@
  *   kvengine inject [ARG...]       a KV event into a running stack (fixtures/inject.lua)
  *   kvengine version               versions of the engine and its libraries
  *   kvengine __worker [options] FILE   one file (internal: the parent's child)
- *   kvengine __supervise ...       a child's supervisor (internal: see proc)
+ *   kvengine __supervise ...       a child's supervisor (internal: supervise.h)
  */
 #include "host.h"
 #include "options.h"
 #include "pool.h"
+#include "supervise.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -24,7 +25,6 @@
 
 #include <lauxlib.h>
 
-int kv_supervise_main(int argc, char **argv); /* bindings/proc_supervisor.c */
 void kv_print_versions(lua_State *L);
 
 static void export_engine_path(void) { setenv("KVENGINE_BIN", kv_exe_path(), 1); }
@@ -142,7 +142,7 @@ static int version_main(void) {
 
 int main(int argc, char **argv) {
   /* Before anything else: the supervisor passes its environment on unchanged. */
-  if (argc >= 2 && !strcmp(argv[1], "__supervise"))
+  if (argc >= 2 && !strcmp(argv[1], KV_SUPERVISE_MODE))
     return kv_supervise_main(argc - 1, argv + 1);
   export_engine_path();
   if (argc >= 2 && !strcmp(argv[1], "__worker"))

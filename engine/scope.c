@@ -132,7 +132,8 @@ static kv_task *first_live_task(kv_scope *s) {
 }
 
 /*
- * Close s: abandon its running tasks, then close its resources newest first.
+ * Close s: forget what was deferred on it (the runner has run that),
+ * abandon its running tasks, then close its resources newest first.
  * Pushes onto L a list of the tracebacks of tasks that failed while nobody
  * waited for them (a background task's error fails the test).  Idempotent.
  */
@@ -140,6 +141,7 @@ int kv_scope_close(kv_scope *s, lua_State *L) {
   s->refs++;
   s->closed = 1;
   unlink_open(s);
+  kv_defer_forget(L, s);
   kv_task *t;
   kv_sched_defer(1);
   while ((t = first_live_task(s)))

@@ -33,6 +33,8 @@ int kv_timer_start(uv_timer_t *timer, uv_timer_cb cb, uint64_t timeout_ms) {
   return uv_timer_start(timer, cb, timeout_ms, 0);
 }
 
+void kv_free_handle(uv_handle_t *h) { free(h); }
+
 /* The running binary's absolute path, for workers and children. */
 const char *kv_exe_path(void) {
   static char path[PATH_MAX];

@@ -5,11 +5,9 @@
  * PR_SET_PDEATHSIG covers only the process that sets it, and a target that
  * forks (a shell with `cmd &`) makes grandchildren nobody would kill if the
  * engine died by SIGKILL.  So the engine (bindings/proc.c) never execs a
- * target directly: uv_spawn runs the engine binary again as
- *
- *   kvengine __supervise --ppid <engine pid> --grace <ms> [--cwd <dir>] -- prog arg...
- *
- * with fd 3 a socket to the engine (the control socket).  The supervisor
+ * target directly: uv_spawn runs the engine binary again in this mode, with
+ * fd 3 a socket to the engine (the control socket); supervise.h has the
+ * argv and the report lines both sides use.  The supervisor
  *
  *   - makes a process group of its own (its pid is the group id), sets a
  *     catchable death signal on itself, checks at once that the engine is
@@ -34,6 +32,8 @@
  * own parent keeps running outlives the supervisor.
  * The supervisor allocates nothing and runs no event loop of the engine.
  */
+#include "supervise.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -48,12 +48,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CTL_FD 3
+#define CTL_FD KV_SUPERVISE_CTL_FD
 #define EXIT_USAGE 2
 #define EXIT_NOSTART 127
 #define REAP_AFTER_KILL_MS 1000
-
-int kv_supervise_main(int argc, char **argv);
 
 typedef struct sup {
   pid_t engine;    /* the parent we were started by */
@@ -73,6 +71,46 @@ typedef struct exec_failure {
   char stage[8]; /* "chdir" or "exec" */
   int err;
 } exec_failure;
+
+/* ------------------------------------------------------------ protocol */
+
+size_t kv_supervise_argv(const char **out, const char *ppid, const char *grace, const char *cwd,
+                         const char *const *target) {
+  size_t i = 0;
+  out[i++] = "kvengine";
+  out[i++] = KV_SUPERVISE_MODE;
+  out[i++] = "--ppid";
+  out[i++] = ppid;
+  out[i++] = "--grace";
+  out[i++] = grace;
+  if (cwd) {
+    out[i++] = "--cwd";
+    out[i++] = cwd;
+  }
+  out[i++] = "--";
+  for (size_t j = 0; target[j]; j++)
+    out[i++] = target[j];
+  out[i] = NULL;
+  return i;
+}
+
+void kv_supervise_report_pid(char *buf, long pid) {
+  snprintf(buf, KV_SUPERVISE_REPORT_MAX, "P %ld\n", pid);
+}
+
+void kv_supervise_report_error(char *buf, const char *stage, int err) {
+  snprintf(buf, KV_SUPERVISE_REPORT_MAX, "E %.15s %d\n", stage, err);
+}
+
+int kv_supervise_parse_report(const char *line, long *pid, char stage[16], int *err) {
+  if (sscanf(line, "P %ld", pid) == 1 && *pid > 0)
+    return 1;
+  if (sscanf(line, "E %15s %d", stage, err) == 2)
+    return 0;
+  return -1;
+}
+
+/* ---------------------------------------------------------- supervisor */
 
 static long long now_ms(void) {
   struct timespec ts;
@@ -95,7 +133,7 @@ static int usage(const char *why) {
  * a message printed.
  */
 static int parse_args(sup *s, int argc, char **argv) {
-  int i = argc > 0 && strcmp(argv[0], "__supervise") == 0 ? 1 : 2;
+  int i = argc > 0 && strcmp(argv[0], KV_SUPERVISE_MODE) == 0 ? 1 : 2;
   for (; i < argc && strcmp(argv[i], "--") != 0; i += 2) {
     if (i + 1 >= argc)
       return usage("option without a value"), -1;
@@ -174,9 +212,9 @@ static void exec_target(sup *s, int fd) {
  */
 static int start_target(sup *s) {
   int p[2];
-  char line[64];
+  char line[KV_SUPERVISE_REPORT_MAX];
   if (pipe2(p, O_CLOEXEC) < 0) {
-    snprintf(line, sizeof line, "E fork %d\n", errno);
+    kv_supervise_report_error(line, "fork", errno);
     report(s, line);
     return -1;
   }
@@ -187,7 +225,7 @@ static int start_target(sup *s) {
   close(p[1]);
   if (pid < 0) {
     close(p[0]);
-    snprintf(line, sizeof line, "E fork %d\n", fork_err);
+    kv_supervise_report_error(line, "fork", fork_err);
     report(s, line);
     return -1;
   }
@@ -200,12 +238,12 @@ static int start_target(sup *s) {
   if (n == (ssize_t)sizeof f) {
     f.stage[sizeof f.stage - 1] = '\0';
     waitpid(pid, NULL, 0);
-    snprintf(line, sizeof line, "E %s %d\n", f.stage, f.err);
+    kv_supervise_report_error(line, f.stage, f.err);
     report(s, line);
     return -1;
   }
   s->target = pid;
-  snprintf(line, sizeof line, "P %d\n", (int)pid);
+  kv_supervise_report_pid(line, (long)pid);
   report(s, line);
   return 0;
 }
@@ -385,7 +423,7 @@ static int setup(sup *s) {
 int kv_supervise_main(int argc, char **argv) {
   sup s;
   memset(&s, 0, sizeof s);
-  s.grace_ms = 2000;
+  s.grace_ms = KV_SUPERVISE_GRACE_MS;
   if (parse_args(&s, argc, argv) < 0)
     return EXIT_USAGE;
   if (setup(&s) < 0)

@@ -103,11 +103,9 @@ void kv_sched_init(lua_State *L) {
   uv_idle_init(kv_loop(), idle);
 }
 
-static void free_handle(uv_handle_t *h) { free(h); }
-
 void kv_sched_close(void) {
   if (idle)
-    uv_close((uv_handle_t *)idle, free_handle);
+    uv_close((uv_handle_t *)idle, kv_free_handle);
   idle = NULL;
   main_L = NULL;
 }

@@ -13,9 +13,10 @@ FUZZ_TIME   ?= 10
 FUZZ_DIR    := $(BUILD)/fuzz
 FUZZ_FLAGS  ?= -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
                -fno-sanitize-recover=undefined
-FUZZ_KV_SRC := $(wildcard bindings/kv*.c)
+# The kv module and the engine files it uses (its buffers, classes and option checks).
+FUZZ_KV_SRC := $(wildcard bindings/kv*.c) engine/buf.c engine/dialect.c engine/strict_options.c
 
-LUA_CFLAGS     ?= $(shell pkg-config --cflags lua5.4)
+LUA_CFLAGS     ?= $(shell pkg-config --cflags lua5.4 libuv)
 LUA_LIBS       ?= $(shell pkg-config --libs lua5.4)
 MSGPACK_CFLAGS ?= $(shell pkg-config --cflags msgpack)
 MSGPACK_LIBS   ?= $(shell pkg-config --libs msgpack)
@@ -24,9 +25,9 @@ CRYPTO_LIBS    ?= $(shell pkg-config --libs libcrypto)
 
 .PHONY: fuzz-events
 
-$(FUZZ_DIR)/fuzz_events: bindings/fuzz/fuzz_events.c $(FUZZ_KV_SRC) bindings/kv.h
+$(FUZZ_DIR)/fuzz_events: bindings/fuzz/fuzz_events.c $(FUZZ_KV_SRC) bindings/kv.h engine/engine.h
 	@mkdir -p $(FUZZ_DIR)
-	$(FUZZ_CC) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE $(FUZZ_FLAGS) -Ibindings \
+	$(FUZZ_CC) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE $(FUZZ_FLAGS) -Ibindings -Iengine \
 	  $(LUA_CFLAGS) $(MSGPACK_CFLAGS) $(CRYPTO_CFLAGS) -o $@ bindings/fuzz/fuzz_events.c \
 	  $(FUZZ_KV_SRC) $(LUA_LIBS) $(MSGPACK_LIBS) $(CRYPTO_LIBS) -lm
 

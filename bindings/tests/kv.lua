@@ -269,7 +269,8 @@ end)
 local TOKENS16 = range(1, 16)
 local H = 0x1122334455667788
 
--- The example of wire-formats.md: vllm-array, one block, tokens 1..16.
+-- A batch as vLLM writes it (vllm-array): ts 1700000000.5, one block, hash
+-- 0x1122334455667788, tokens 1..16.
 local EXAMPLE = fromhex("93 cb41d954fc40200000 91 98 ab") .. "BlockStored" ..
   fromhex("91 cf1122334455667788 c0 dc0010 0102030405060708090a0b0c0d0e0f10 10 c0 a3") .. "GPU" ..
   fromhex("c0 00")
@@ -279,7 +280,7 @@ local function example_batch()
     events = { kv.stored { hashes = { H }, tokens = TOKENS16, block_size = 16 } } }
 end
 
-test("encode reproduces the wire-formats.md example byte for byte", function()
+test("encode reproduces a vLLM batch byte for byte", function()
   local bytes = kv.events.encode(example_batch(), "vllm-array")
   expect(tohex(bytes)):eq(tohex(EXAMPLE))
   expect(#bytes):eq(62)
@@ -351,14 +352,18 @@ test("constructors check fields and fill defaults", function()
   expect(kv.removed { hashes = { 1 } }):eq({ kind = "removed", hashes = { 1 }, medium = "GPU" })
   expect(kv.cleared()):eq({ kind = "cleared" })
   expect(kv.cleared {}):eq({ kind = "cleared" })
-  expect(function() kv.stored { hashes = { 1 }, hash = 2 } end):raises("unknown field 'hash'")
+  expect(function() kv.stored { hashes = { 1 }, hash = 2 } end):raises("kv%.stored: unknown option `hash`; did you mean `hashes`%?")
   expect(function() kv.stored { tokens = { 1 } } end):raises("hashes must be a list")
   expect(function() kv.stored { hashes = { "x" } } end):raises("hashes%[1%]")
   expect(function() kv.stored { hashes = { 1 }, tokens = { -1 } } end):raises("tokens%[1%]")
   expect(function() kv.stored { hashes = { 1 }, lora_id = "a" } end):raises("lora_id")
   expect(function() kv.stored { hashes = { 1 }, medium = 3 } end):raises("medium")
-  expect(function() kv.removed { hashes = { 1 }, tokens = {} } end):raises("unknown field 'tokens'")
-  expect(function() kv.cleared { x = 1 } end):raises("unknown field 'x'")
+  expect(function() kv.removed { hashes = { 1 }, tokens = {} } end):raises("kv%.removed: unknown option `tokens`")
+  expect(function() kv.cleared { x = 1 } end):raises("kv%.cleared: unknown option `x`")
+  expect(function() kv.block_hashes({ 1 }, { block_sise = 4 }) end)
+    :raises("kv%.block_hashes: unknown option `block_sise`; did you mean `block_size`%?")
+  expect(function() kv.events.decode("x", { profil = "kthena" }) end)
+    :raises("kv%.events%.decode: unknown option `profil`; did you mean `profile`%?")
   expect(function() kv.stored { hashes = { 1 }, kind = "removed" } end):raises("kind must be \"stored\"")
   local ev = kv.events.decode(kv.events.encode({ ts = 1, events = { kv.stored { hashes = { 1 } } } })).events[1]
   expect(kv.stored(ev)):eq(ev, "a decoded event goes back through its constructor")

@@ -165,28 +165,28 @@ end)
 test("a program that cannot be executed is nil, err", function()
   local p, err = proc.spawn { argv = { "/nonexistent/prog", "x" } }
   expect(p):is_nil()
-  expect(err):eq("exec: /nonexistent/prog: No such file or directory")
+  expect(err):eq("proc: exec: /nonexistent/prog: No such file or directory")
   p, err = proc.spawn { argv = { "kvengine-no-such-program" } }
-  expect(err):eq("exec: kvengine-no-such-program: No such file or directory")
+  expect(err):eq("proc: exec: kvengine-no-such-program: No such file or directory")
   local plain = tmpdir() .. "/plain"
   write_file(plain, "not a program\n") -- mode 0644: no execute bit, even for root
   p, err = proc.spawn { argv = { plain } }
-  expect(err):eq("exec: " .. plain .. ": Permission denied")
+  expect(err):eq("proc: exec: " .. plain .. ": Permission denied")
   local st, why = proc.run { argv = { "/nonexistent/prog" } }
   expect(st):is_nil()
-  expect(why):eq("exec: /nonexistent/prog: No such file or directory")
+  expect(why):eq("proc: exec: /nonexistent/prog: No such file or directory")
 end)
 
 test("a cwd that does not exist is nil, err", function()
   local p, err = proc.spawn { argv = { "true" }, cwd = "/nonexistent/dir" }
   expect(p):is_nil()
-  expect(err):eq("chdir: /nonexistent/dir: No such file or directory")
+  expect(err):eq("proc: chdir: /nonexistent/dir: No such file or directory")
 end)
 
 test("a log that cannot be opened is nil, err", function()
   local p, err = proc.spawn { argv = { "true" }, log = "/nonexistent/dir/log" }
   expect(p):is_nil()
-  expect(err):eq("log: /nonexistent/dir/log: No such file or directory")
+  expect(err):eq("proc: log: /nonexistent/dir/log: No such file or directory")
 end)
 
 test("wrong arguments raise", function()
@@ -202,9 +202,9 @@ test("wrong arguments raise", function()
   expect(function() proc.spawn { argv = { "ls" }, cwd = {} } end):raises("cwd must be a string")
   expect(function() proc.spawn { argv = { "ls" }, cwd = "/tmp\0x" } end):raises("NUL")
   expect(function() proc.spawn { argv = { "ls", "a\0b" } } end):raises("NUL")
-  expect(function() proc.spawn { argv = { "ls" }, args = {} } end):raises("unknown option args")
-  expect(function() proc.spawn { argv = { "ls" }, input = "x" } end):raises("unknown option input")
-  expect(function() proc.run { argv = { "ls" }, log = "x" } end):raises("unknown option log")
+  expect(function() proc.spawn { argv = { "ls" }, args = {} } end):raises("proc.spawn: unknown option `args`; did you mean `argv`")
+  expect(function() proc.spawn { argv = { "ls" }, input = "x" } end):raises("proc.spawn: unknown option `input` %(options: argv, env, env_clear, cwd, log%)")
+  expect(function() proc.run { argv = { "ls" }, log = "x" } end):raises("proc.run: unknown option `log`")
   expect(function() proc.run { argv = { "ls" }, timeout = -1 } end):raises("timeout must be")
   local p <close> = assert(proc.spawn { argv = { "sleep", "30" } })
   expect(function() p:kill("NOSUCH") end):raises("unknown signal")

@@ -3,8 +3,10 @@
 -- The file's top level registers tests and hooks; then every selected test
 -- runs in a scope of its own: before_each hooks and the body share the test's
 -- time limit, on_failure handlers and after_each hooks get their own, and
--- closing the scope abandons whatever the test left running and closes what
--- it opened.  Every run goes through __kv.run, whose deadline the test
+-- the functions deferred on the scope (engine.defer) run next, newest first,
+-- and closing the scope abandons whatever the test left running and closes
+-- what it opened.  What file-level code and before_all deferred runs after
+-- after_all.  Every run goes through __kv.run, whose deadline the test
 -- cannot catch.  Events go to the parent as JSON lines (see report.lua).
 
 local cjson = require "cjson"
@@ -129,6 +131,28 @@ function M.run_file(opts)
     code = o.infra and 3 or math.max(code, 1)
   end
 
+  -- Run what was deferred on scope (nil: the file's), newest first, each
+  -- guarded; what one defers meanwhile runs too.  Returns the outcomes of
+  -- those that failed, in the order they ran.
+  local function run_deferred(scope)
+    local failures = {}
+    while true do
+      local list = __kv.take_deferred(scope)
+      if #list == 0 then return failures end
+      for i = #list, 1, -1 do
+        local o = guarded(file, list[i], HANDLER_TIMEOUT, scope)
+        if failed(o) then failures[#failures + 1] = o end
+      end
+    end
+  end
+
+  -- The file is over: what its top level and before_all deferred runs now.
+  local function finish_file()
+    for _, d in ipairs(run_deferred(nil)) do file_error(d, "deferred: ") end
+    emit { ev = "file_end" }
+    return code
+  end
+
   local chunk, err = loadfile(file, "t")
   if not chunk then
     file_error({ message = err, where = err:match("^([^:\n]+:%d+):") })
@@ -139,19 +163,16 @@ function M.run_file(opts)
   local top = guarded(file, chunk, opts.file_timeout, nil)
   if top.status == "skip" then
     emit { ev = "file_skip", reason = top.reason }
-    emit { ev = "file_end" }
-    return 0
+    return finish_file()
   elseif top.status ~= "pass" then
     file_error(top)
-    emit { ev = "file_end" }
-    return code
+    return finish_file()
   end
 
   local tests = select_tests(reg, opts)
   if opts.list then
     for _, t in ipairs(tests) do emit { ev = "test_listed", name = t.name, tags = t.opts.tags } end
-    emit { ev = "file_end" }
-    return 0
+    return finish_file()
   end
 
   local function run_handlers(list, name, dir, scope)
@@ -226,6 +247,15 @@ function M.run_file(opts)
         o.message = "after_each: " .. (o.message or "")
       end
     end
+    for _, d in ipairs(run_deferred(scope)) do
+      if not failed(o) then
+        o = d
+        o.message = "deferred: " .. (o.message or "")
+      else
+        emit { ev = "log", test = t.name, msg = "a deferred function failed too: " .. (d.message or d.status)
+          .. (d.where and (" (" .. d.where .. ")") or "") }
+      end
+    end
     local errors = scope:close()
     if #errors > 0 and not failed(o) then
       o = { status = "error", message = "a background task failed: " .. errors[1]:match("^[^\n]*"),
@@ -261,8 +291,7 @@ function M.run_file(opts)
       if failed(o) then file_error(o, "after_all: ") end
     end
   end
-  emit { ev = "file_end" }
-  return code
+  return finish_file()
 end
 
 return M

@@ -23,6 +23,10 @@ M.current = nil
 local DEFAULT_EVENTUALLY = 5
 local DEFAULT_INTERVAL = 0.05
 
+-- The keys test() and eventually() take (known_gap's own fields are its own).
+local TEST_OPTIONS = { "timeout", "tags", "skip", "known_gap" }
+local EVENTUALLY_OPTIONS = { "timeout", "interval" }
+
 -- engine.lua requires this module: ask it for the time scale when needed.
 local function time_scale() return require("engine").time_scale() end
 
@@ -47,6 +51,7 @@ local function check_opts(name, opts)
 end
 
 local function eventually(fn, opts)
+  __kv.check_options("eventually", opts, EVENTUALLY_OPTIONS, 2)
   opts = opts or {}
   local timeout = opts.timeout or DEFAULT_EVENTUALLY * time_scale()
   local interval = opts.interval or DEFAULT_INTERVAL
@@ -108,6 +113,7 @@ function M.install(file, emit)
       error("usage: test(name, [opts], fn)", 2)
     end
     if reg.names[name] then error(string.format("test %q is defined twice", name), 2) end
+    __kv.check_options(string.format("test %q", name), opts, TEST_OPTIONS, 2)
     check_opts(name, opts)
     reg.names[name] = true
     reg.tests[#reg.tests + 1] = { name = name, opts = opts, fn = fn, where = caller_where(2) }

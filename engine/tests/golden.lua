@@ -40,6 +40,8 @@ local cases = {
   { "list", { "--list", "filter.lua", "list_skip_file.lua" } },
   { "jobs2", { "-j", "2", "sleep2_a.lua", "sleep2_b.lua", "pass.lua" } },
   { "infra_exit3", { "infra.lua" } },
+  { "unknown_option_binding", { "unknown_option_binding.lua" } },
+  { "unknown_test_option", { "unknown_test_option.lua" } },
   { "usage_missing_file", { "no_such_file.lua" } },
   { "usage_bad_option", { "--no-such-option", "pass.lua" } },
   { "usage_bad_pattern", { "--filter", "[", "pass.lua" } },
