@@ -49,28 +49,27 @@ document.documentElement.setAttribute("data-height", document.documentElement.sc
 </script>
 ]]
 
+-- Run a tool: its own argv head, then args; returns its stdout, or fails
+-- the test.
+local function tool(head, args, timeout)
+  local argv = table.move(args, 1, #args, #head + 1, table.move(head, 1, #head, 1, {}))
+  local status, out, err = proc.run { argv = argv, timeout = timeout }
+  expect(status):eq(0, table.concat(argv, " ") .. ": " .. tostring(err))
+  return out
+end
+
 local function chromium(args)
-  local argv = { "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-    "--force-device-scale-factor=1", "--user-data-dir=" .. OUT .. "/chromium-profile" }
-  table.move(args, 1, #args, #argv + 1, argv)
-  local status, out, err = proc.run { argv = argv, timeout = 90 }
-  expect(status):eq(0, "chromium " .. table.concat(args, " ") .. " ran: " .. tostring(err))
-  return out
+  return tool({ "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+    "--force-device-scale-factor=1", "--user-data-dir=" .. OUT .. "/chromium-profile" }, args, 90)
 end
 
+-- The screenshot through ImageMagick's convert.
+local function convert(args) return tool({ "convert", OUT .. "/report.png" }, args, 30) end
+
+-- XPath over the dumped DOM, read as HTML: a number for count(), else the string value.
 local function xpath(file, expr)
-  local status, out = proc.run { argv = { "xmllint", "--html", "--xpath", expr, file }, timeout = 10 }
-  expect(status):eq(0, "xmllint finds " .. expr .. " in " .. file)
-  out = out:gsub("\n$", "")
+  local out = tool({ "xmllint", "--html", "--xpath", expr, file }, {}, 10):gsub("\n$", "")
   return tonumber(out) or out
-end
-
-local function convert(args)
-  local argv = { "convert", OUT .. "/report.png" }
-  table.move(args, 1, #args, #argv + 1, argv)
-  local status, out, err = proc.run { argv = argv, timeout = 30 }
-  expect(status):eq(0, "convert " .. table.concat(args, " ") .. ": " .. tostring(err))
-  return out
 end
 
 local function box_of(dom, path)
