@@ -110,9 +110,13 @@ local function describe(e)
     return string.format("+%.3fs fence of %s %s after %.3fs", e.t, tostring(e.pod),
       e.seen and "seen in the store" or "NOT seen", tonumber(e.waited) or 0)
   end
-  return string.format("+%.3fs completion %s: %s%s, served by %s, router chose %s (took %.3fs)", e.t,
-    tostring(e.id), e.err and "failed: " or "status ", tostring(e.err or e.status), tostring(e.pod),
-    tostring(e.chosen), tonumber(e.took) or 0)
+  if e.err then
+    return string.format("+%.3fs completion %s failed after %.3fs: %s", e.t, tostring(e.id), tonumber(e.took) or 0,
+      tostring(e.err))
+  end
+  return string.format("+%.3fs completion %s: status %s, served by %s%s (took %.3fs)", e.t, tostring(e.id),
+    tostring(e.status), tostring(e.pod or "no pod"), e.chosen and (", the router chose " .. tostring(e.chosen)) or "",
+    tonumber(e.took) or 0)
 end
 M.describe = describe
 

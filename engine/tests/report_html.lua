@@ -103,6 +103,7 @@ test("a route report is a chart of the pods that served, the expected pod marked
   local fig = '//section[@data-test="routes"]//figure[@data-kind="route"]'
   expect(xpath(page, "count(" .. fig .. ")")):eq(2)
   local first, second = "(" .. fig .. ")[1]", "(" .. fig .. ")[2]"
+  expect(xpath(page, "string(" .. first .. "/figcaption/code)")):matches("s%.lua:6$", "where the call was")
   for pod, n in pairs({ p1 = 6, p2 = 3, p3 = 0 }) do
     expect(xpath(page, string.format('string(%s//*[@data-pod="%s"]/@data-value)', first, pod))):eq(n, pod)
   end
@@ -133,6 +134,8 @@ test("known gaps with their links; charts of the file under its table", function
   local fig = '//section[@class="file"]/figure[@data-kind="bars"]'
   expect(xpath(page, "count(" .. fig .. ")")):eq(1, "the file-level chart belongs to the file")
   expect(xpath(page, "string(" .. fig .. '//*[@data-label="b"]/@data-value)')):eq(5)
+  expect(xpath(page, "string(" .. fig .. "/figcaption/code)")):matches("s%.lua:3$",
+    "the caption names the scenario line that sent the report")
 end)
 
 test("a report the page cannot draw is named; one it does not know is left out", function()
