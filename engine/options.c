@@ -76,7 +76,7 @@ void kv_usage(void) {
         "      --artifacts DIR   where failures leave their diagnostics (default ./artifacts)\n"
         "      --repeat N        run every file N times\n"
         "      --fail-fast       stop at the first failure\n"
-        "      --target T        local (default) or kind; exported as KVENGINE_TARGET\n"
+        "      --target T        local (default), kthena or kind; exported as KVENGINE_TARGET\n"
         "  -v, --verbose         every test with its duration, and every log line\n"
         "      --color, --no-color  force colours on or off (default: on a TTY)\n"
         "  -h, --help            this text\n"
@@ -158,8 +158,8 @@ static int parse_one(struct kv_options *o, int c, const char *arg) {
     o->fail_fast = 1;
     return 0;
   case OPT_TARGET:
-    if (strcmp(arg, "local") && strcmp(arg, "kind")) {
-      fprintf(stderr, "kvengine: --target is local or kind, not '%s'\n", arg);
+    if (strcmp(arg, "local") && strcmp(arg, "kthena") && strcmp(arg, "kind")) {
+      fprintf(stderr, "kvengine: --target is local, kthena or kind, not '%s'\n", arg);
       return -1;
     }
     o->target = arg;
