@@ -63,10 +63,10 @@ if [ -n "${KTHENA_DIR:-}" ]; then
 fi
 version=${KTHENA_VERSION:-}
 
-# A fingerprint of every file a build reads: path, size and mtime.
+# A fingerprint of the contents of every file a build reads (tests aside).
 fingerprint() {
-  find "$@" -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) ! -path '*/build/*' \
-    -exec stat -c '%n %s %Y' {} + 2>/dev/null | LC_ALL=C sort | sha256sum | cut -c1-16
+  find "$@" -type f \( -name '*.go' -o -name go.mod -o -name go.sum -o -name '*.sh' \) ! -name '*_test.go' \
+    -exec sha256sum {} + 2>/dev/null | LC_ALL=C sort -k 2 | sha256sum | cut -c1-16
 }
 sources="$(fingerprint "$harness_src" "$repo/ci/kthena/build.sh")"
 [ -n "$kthena_dir" ] && sources="$sources $(fingerprint "$kthena_dir/go.mod" "$kthena_dir/go.sum" \
