@@ -54,7 +54,7 @@ KVENGINE := $(BUILD)/kvengine
 TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
-.PHONY: FORCE all test e2e-kvcache e2e-kvcache-kthena kthena-build e2e-kvcache-kind asan valgrind lint bench install deps clean soak
+.PHONY: FORCE all test e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind asan valgrind lint bench install deps clean soak
 
 all: $(KVENGINE) $(MODULE_SO)
 
@@ -122,6 +122,10 @@ KTHENA_DIR ?=
 KTHENA_VERSION ?=
 kthena-build:
 	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" sh ci/kthena/build.sh
+
+# The router harness's own Go tests (against the pinned Kthena), and go vet.
+kthena-test:
+	cd fixtures/kthena && GOTOOLCHAIN=local go vet ./... && GOTOOLCHAIN=local go test ./...
 
 # The suite against Kthena's real router and llm-d-inference-sim as local
 # processes (docs/targets.md), one file at a time: the real router is heavier.
