@@ -3,6 +3,7 @@
 #   make              build build/kvengine
 #   make test         everything the project tests (installs missing deps first)
 #   make e2e-kvcache  the KV-cache routing suite, with a JUnit file and an HTML report
+#   make e2e-kvcache-kthena  the suite on Kthena's real router and sim, no cluster (docs/targets.md)
 #   make e2e-kvcache-kind  the suite on a Kind cluster with the real Kthena (docs/kind.md)
 #   make asan         the tests under ASan/UBSan (build-asan/kvengine)
 #   make lint         clang-format check and cppcheck
@@ -55,8 +56,8 @@ KVENGINE := $(BUILD)/kvengine
 TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
-.PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kind asan valgrind lint bench install deps clean soak \
-  html-check
+.PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind asan \
+  valgrind lint bench install deps clean soak html-check
 
 all: $(KVENGINE) $(MODULE_SO)
 
@@ -116,6 +117,25 @@ test: deps
 e2e-kvcache: deps
 	@$(MAKE) --no-print-directory all
 	$(KVENGINE) -j 2 --junit $(BUILD)/e2e-kvcache.xml --html $(BUILD)/e2e-kvcache.html $(SUITE)
+
+# The kthena target's programs (ci/kthena/build.sh: needs Go): Kthena's router
+# as pinned in fixtures/kthena/go.mod, or built from KTHENA_DIR (a checkout)
+# or KTHENA_VERSION (a release the Go module proxy serves).
+KTHENA_DIR ?=
+KTHENA_VERSION ?=
+kthena-build:
+	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" sh ci/kthena/build.sh
+
+# The router harness's own Go tests (against the pinned Kthena), and go vet.
+kthena-test:
+	cd fixtures/kthena && GOTOOLCHAIN=local go vet ./... && GOTOOLCHAIN=local go test ./...
+
+# The suite against Kthena's real router and llm-d-inference-sim as local
+# processes (docs/targets.md), one file at a time: the real router is heavier.
+e2e-kvcache-kthena: deps
+	@$(MAKE) --no-print-directory all kthena-build
+	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" \
+	  $(KVENGINE) --target kthena -j 1 --junit $(BUILD)/e2e-kvcache-kthena.xml $(SUITE)
 
 # The suite against Kthena on a Kind cluster (docs/kind.md): needs Docker, kind,
 # kubectl and helm; creates the cluster when missing, keeps it unless KIND_DELETE=1.
