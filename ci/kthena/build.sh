@@ -15,6 +15,9 @@
 # overrides). The simulator's version is the one fixtures/kthena/sim/go.mod
 # requires.
 #
+# KTHENA_OUT=DIR builds into DIR instead (a second build beside the usual
+# one; the driver finds it through KVENGINE_KTHENA_BIN=DIR).
+#
 # Go comes from PATH (GOTOOLCHAIN=local: never a downloaded toolchain);
 # the default module and build caches are reused between runs. Nothing is
 # rebuilt when the sources, the Kthena source and the settings are as at
@@ -29,7 +32,7 @@
 set -eu
 
 repo=$(CDPATH="" cd -- "$(dirname -- "$0")/../.." && pwd)
-out="$repo/build/kthena"
+out=${KTHENA_OUT:-"$repo/build/kthena"}
 harness_src="$repo/fixtures/kthena"
 sim_src="$harness_src/sim"
 export GOTOOLCHAIN=local
