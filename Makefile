@@ -6,6 +6,7 @@
 #   make e2e-kvcache-kind  the suite on a Kind cluster with the real Kthena (docs/kind.md)
 #   make asan         the tests under ASan/UBSan (build-asan/kvengine)
 #   make lint         clang-format check and cppcheck
+#   make types        the editor types (types/) against the running engine
 #   make bench        benchmarks, printed beside their references
 #   make install      PREFIX=/usr/local DESTDIR=
 
@@ -53,7 +54,7 @@ KVENGINE := $(BUILD)/kvengine
 TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
-.PHONY: FORCE all test e2e-kvcache e2e-kvcache-kind asan valgrind lint bench install deps clean soak
+.PHONY: FORCE all test e2e-kvcache e2e-kvcache-kind asan valgrind lint types bench install deps clean soak
 
 all: $(KVENGINE) $(MODULE_SO)
 
@@ -132,6 +133,15 @@ lint:
 	clang-format --dry-run --Werror engine/*.c engine/*.h bindings/*.c bindings/fuzz/*.c $(wildcard bindings/*.h)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --inline-suppr --std=c11 -D_GNU_SOURCE -Iengine engine bindings
+
+# The annotation test (also part of `make test`), and the Lua language
+# server's own check of the annotation files where lua-language-server is
+# installed: no Debian or npm package provides it, so it is never fetched.
+types: all
+	$(KVENGINE) fixtures/tests/types.lua
+	@if command -v lua-language-server >/dev/null 2>&1; then \
+	  lua-language-server --check=$(CURDIR)/types --checklevel=Warning; \
+	else echo "lua-language-server is not installed: its check of types/ skipped"; fi
 
 bench: all
 	sh ci/bench.sh $(KVENGINE)

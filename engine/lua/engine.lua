@@ -21,12 +21,20 @@
 --     says which one the fixture layer picked when none was named.
 --   engine.declare_version(component, version): what a driver started, for
 --     known_gap marks scoped to versions.
+--   engine.options.test, .eventually, .known_gap: the keys test() and
+--     eventually() check their options against, and a known_gap mark's
+--     fields (as the bindings' module.options: the editor types in types/
+--     are checked against them).
 
 local failure = require "failure"
+local known_gap = require "known_gap"
 local testapi = require "testapi"
 local version = require "version"
 
 local engine = {}
+
+engine.options = { test = testapi.OPTIONS.test, eventually = testapi.OPTIONS.eventually,
+  known_gap = known_gap.FIELD_NAMES }
 
 function engine.scope() return __kv.scope_current() end
 
