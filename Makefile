@@ -8,6 +8,7 @@
 #   make lint         clang-format check and cppcheck
 #   make types        the editor types (types/) against the running engine
 #   make bench        benchmarks, printed beside their references
+#   make conformance  the suite on local and kthena, differences explained or failed
 #   make install      PREFIX=/usr/local DESTDIR=
 
 PREFIX  ?= /usr/local
@@ -54,7 +55,8 @@ KVENGINE := $(BUILD)/kvengine
 TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
-.PHONY: FORCE all test e2e-kvcache e2e-kvcache-kind asan valgrind lint types bench install deps clean soak
+.PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kind asan valgrind lint types bench install deps \
+        clean soak
 
 all: $(KVENGINE) $(MODULE_SO)
 
@@ -145,6 +147,11 @@ types: all
 
 bench: all
 	sh ci/bench.sh $(KVENGINE)
+
+# The suite on two targets, outcomes and decisions side by side (ci/conformance.lua).
+CONFORMANCE_TARGETS ?= local,kthena
+conformance: all
+	$(KVENGINE) serve ci/conformance.lua --targets $(CONFORMANCE_TARGETS) $(SUITE)
 
 soak: all
 	for i in $$(seq 20); do $(KVENGINE) -j 2 $(SUITE) || exit 1; done

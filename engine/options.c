@@ -68,8 +68,9 @@ void kv_usage(void) {
       "       kvengine version               print the versions of the engine and its libraries\n"
       "\n"
       "options:\n"
-      "  -j, --jobs N          run N files at once, each in its own worker process (default 1;\n"
-      "                        a target may lower it: see --target)\n"
+      "  -j, --jobs N          run N files at once, each in its own worker process (default:\n"
+      "                        4 per core, at most one per file: files mostly wait; a target\n"
+      "                        may lower it: see --target)\n"
       "      --filter PATTERN  run only tests whose name matches the Lua pattern\n"
       "      --tags a,b        run only tests tagged a or b\n"
       "      --exclude-tags a  skip tests tagged a\n"
@@ -114,7 +115,7 @@ static int parse_number(const char *opt, const char *s, double min, double *out)
 
 static void defaults(struct kv_options *o) {
   memset(o, 0, sizeof *o);
-  o->jobs = 1;
+  o->jobs = 0; /* automatic: see the pool */
   o->timeout = 30;
   o->file_timeout = 600;
   o->artifacts = "artifacts";

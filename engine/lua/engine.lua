@@ -15,7 +15,8 @@
 --     raised through it (expect, fail, eventually) point at the scenario's
 --     line that called it, not at the library.
 --   engine.artifacts_dir() -> the running test's artifacts folder (created);
---     engine.test_name() -> its name ("" outside a test).
+--     engine.test_name() -> its name ("" outside a test);
+--     engine.file_name() -> the scenario file this worker runs ("" outside).
 --   engine.time_scale() -> the factor for default waits (KVENGINE_TIME_SCALE).
 --   engine.target() -> the run's target, or nil; engine.declare_target(name)
 --     says which one the fixture layer picked when none was named.
@@ -57,6 +58,11 @@ function engine.artifacts_dir()
   local reg = testapi.current
   if not reg then error("engine.artifacts_dir: no test runs in this process", 2) end
   return reg.artifacts_dir()
+end
+
+function engine.file_name()
+  local reg = testapi.current
+  return reg and reg.file or ""
 end
 
 function engine.test_name()
