@@ -73,6 +73,9 @@ function engine.artifacts_dir() end
 ---@return string  the running test's name ("" outside a test)
 function engine.test_name() end
 
+---@return string  the scenario file this worker runs ("" outside one)
+function engine.file_name() end
+
 ---The factor for default waits on slow machines (KVENGINE_TIME_SCALE, default 1).
 ---@return number
 function engine.time_scale() end
