@@ -2,11 +2,12 @@
 #
 #   make              build build/kvengine
 #   make test         everything the project tests (installs missing deps first)
-#   make e2e-kvcache  the KV-cache routing suite, with a JUnit file
+#   make e2e-kvcache  the KV-cache routing suite, with a JUnit file and an HTML report
 #   make e2e-kvcache-kind  the suite on a Kind cluster with the real Kthena (docs/kind.md)
 #   make asan         the tests under ASan/UBSan (build-asan/kvengine)
 #   make lint         clang-format check and cppcheck
 #   make types        the editor types (types/) against the running engine
+#   make html-check   the HTML report as headless Chromium renders it (installs Chromium)
 #   make bench        benchmarks, printed beside their references
 #   make conformance  the suite on local and kthena, differences explained or failed
 #   make install      PREFIX=/usr/local DESTDIR=
@@ -56,7 +57,7 @@ TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
 .PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kind asan valgrind lint types bench install deps \
-        clean soak
+        clean soak html-check
 
 all: $(KVENGINE) $(MODULE_SO)
 
@@ -115,7 +116,7 @@ test: deps
 
 e2e-kvcache: deps
 	@$(MAKE) --no-print-directory all
-	$(KVENGINE) -j 2 --junit $(BUILD)/e2e-kvcache.xml $(SUITE)
+	$(KVENGINE) -j 2 --junit $(BUILD)/e2e-kvcache.xml --html $(BUILD)/e2e-kvcache.html $(SUITE)
 
 # The suite against Kthena on a Kind cluster (docs/kind.md): needs Docker, kind,
 # kubectl and helm; creates the cluster when missing, keeps it unless KIND_DELETE=1.
@@ -144,6 +145,16 @@ types: all
 	@if command -v lua-language-server >/dev/null 2>&1; then \
 	  lua-language-server --check=$(CURDIR)/types --checklevel=Warning; \
 	else echo "lua-language-server is not installed: its check of types/ skipped"; fi
+
+# The HTML report of a run with a failure, rendered by headless Chromium and
+# checked against the run (ci/html-check/check.lua). Chromium and ImageMagick
+# are installed when missing; `make test` needs neither.
+# HTML_CHECK_SCREENSHOT=docs/img/report.png also refreshes the docs' picture.
+html-check: deps
+	@command -v chromium >/dev/null && command -v identify >/dev/null || bash ci/html-check/install.sh
+	@$(MAKE) --no-print-directory all
+	HTML_CHECK_DIR=$(BUILD)/html-check HTML_CHECK_SCREENSHOT=$(HTML_CHECK_SCREENSHOT) \
+	  $(KVENGINE) --timeout 120 ci/html-check/check.lua
 
 bench: all
 	sh ci/bench.sh $(KVENGINE)

@@ -99,6 +99,7 @@ function M.install(file, emit)
     file = file, tests = {}, names = {},
     hooks = { before_all = {}, after_all = {}, before_each = {}, after_each = {} },
     on_failure = {}, current = nil, -- current = {name=, dir=, on_failure = {}}
+    emit = emit, -- a report event to the parent (engine.report)
   }
   M.current = reg
 
