@@ -87,6 +87,14 @@ function engine.target() end
 ---@param name string
 function engine.declare_target(name) end
 
+---Structured data for the reports, kept with the running test (outside a test, with the
+---file) and the scenario line that led to the call; the HTML report draws the kinds it
+---knows ("route", "timeline", "chart"), the other reports ignore them. Raises on a bad
+---kind, or data JSON cannot carry or over 256 KiB of it.
+---@param kind string  letters, digits, _ and -
+---@param data table
+function engine.report(kind, data) end
+
 ---The version of a component this worker's stack runs, for known_gap.versions.
 ---@param component string
 ---@param version string  "v1.0.0", a pre-release or pseudo-version, or "main"
