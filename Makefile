@@ -7,6 +7,7 @@
 #   make e2e-kvcache-kind  the suite on a Kind cluster with the real Kthena (docs/kind.md)
 #   make asan         the tests under ASan/UBSan (build-asan/kvengine)
 #   make lint         clang-format check and cppcheck
+#   make types        the editor types (types/) against the running engine
 #   make html-check   the HTML report as headless Chromium renders it (installs Chromium)
 #   make bench        benchmarks, printed beside their references
 #   make conformance  the suite on local and kthena, differences explained or failed
@@ -57,7 +58,7 @@ TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
 .PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind asan \
-  valgrind lint bench install deps clean soak html-check
+  valgrind lint types bench install deps clean soak html-check
 
 all: $(KVENGINE) $(MODULE_SO)
 
@@ -159,6 +160,15 @@ lint:
 	clang-format --dry-run --Werror engine/*.c engine/*.h bindings/*.c bindings/fuzz/*.c $(wildcard bindings/*.h)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --inline-suppr --std=c11 -D_GNU_SOURCE -Iengine engine bindings
+
+# The annotation test (also part of `make test`), and the Lua language
+# server's own check of the annotation files where lua-language-server is
+# installed: no Debian or npm package provides it, so it is never fetched.
+types: all
+	$(KVENGINE) fixtures/tests/types.lua
+	@if command -v lua-language-server >/dev/null 2>&1; then \
+	  lua-language-server --check=$(CURDIR)/types --checklevel=Warning; \
+	else echo "lua-language-server is not installed: its check of types/ skipped"; fi
 
 # The HTML report of a run with a failure, rendered by headless Chromium and
 # checked against the run (ci/html-check/check.lua). Chromium and ImageMagick

@@ -9,7 +9,7 @@
 #ifndef KV_HTTP_PRIVATE_H
 #define KV_HTTP_PRIVATE_H
 
-#include <lua.h>
+#include "engine.h"
 
 /* A request without a timeout option gets this one, so no test hangs on it. */
 #define KVH_DEFAULT_TIMEOUT 30.0
@@ -20,10 +20,12 @@ int kvh_request(lua_State *L);
 int kvh_get(lua_State *L);
 int kvh_post(lua_State *L);
 int kvh_batch(lua_State *L);
+extern const kv_option_keys kvh_client_options[]; /* http.options: request, get, post, batch */
 
 /* http_server.c */
 void kvh_server_open(lua_State *L); /* registers the server's metatables */
 int kvh_listen(lua_State *L);
+extern const kv_option_keys kvh_server_options[]; /* http.options: listen */
 
 /* http_json.c */
 int kvh_body_json(lua_State *L);             /* the json(self) method: decodes self.body */

@@ -26,13 +26,21 @@
 --     the running test (outside a test, to the file) with the scenario line
 --     that led to the call; the HTML report draws the kinds it knows
 --     ("route", "timeline", "chart"), the other reports ignore them all.
+--   engine.options.test, .eventually, .known_gap: the keys test() and
+--     eventually() check their options against, and a known_gap mark's
+--     fields (as the bindings' module.options: the editor types in types/
+--     are checked against them).
 
 local json = require "json"
 local failure = require "failure"
+local known_gap = require "known_gap"
 local testapi = require "testapi"
 local version = require "version"
 
 local engine = {}
+
+engine.options = { test = testapi.OPTIONS.test, eventually = testapi.OPTIONS.eventually,
+  known_gap = known_gap.FIELD_NAMES }
 
 function engine.scope() return __kv.scope_current() end
 

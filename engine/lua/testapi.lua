@@ -26,6 +26,7 @@ local DEFAULT_INTERVAL = 0.05
 -- The keys test() and eventually() take (known_gap's own fields are its own).
 local TEST_OPTIONS = { "timeout", "tags", "skip", "known_gap" }
 local EVENTUALLY_OPTIONS = { "timeout", "interval" }
+M.OPTIONS = { test = TEST_OPTIONS, eventually = EVENTUALLY_OPTIONS }
 
 -- engine.lua requires this module: ask it for the time scale when needed.
 local function time_scale() return require("engine").time_scale() end
