@@ -128,8 +128,10 @@ e2e-kvcache: deps
 # or KTHENA_VERSION (a release the Go module proxy serves).
 KTHENA_DIR ?=
 KTHENA_VERSION ?=
+KTHENA_RUNTIME ?=
 kthena-build:
-	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" sh ci/kthena/build.sh
+	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" \
+	  sh ci/kthena/build.sh
 
 # The router harness's own Go tests (against the pinned Kthena), and go vet.
 kthena-test:
@@ -139,7 +141,7 @@ kthena-test:
 # processes (docs/targets.md), one file at a time: the real router is heavier.
 e2e-kvcache-kthena: deps
 	@$(MAKE) --no-print-directory all kthena-build
-	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" \
+	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" \
 	  $(KVENGINE) --target kthena -j 1 --junit $(BUILD)/e2e-kvcache-kthena.xml $(SUITE)
 
 # The suite against Kthena on a Kind cluster (docs/kind.md): needs Docker, kind,

@@ -15,6 +15,10 @@
 # overrides). The simulator's version is the one fixtures/kthena/sim/go.mod
 # requires.
 #
+# KTHENA_RUNTIME=real (with KTHENA_DIR) also makes a virtualenv for that
+# checkout's runtime sidecar, which the kthena target then runs instead of
+# the project's (fixtures/targets/kthena.lua).
+#
 # KTHENA_OUT=DIR builds into DIR instead (a second build beside the usual
 # one; the driver finds it through KVENGINE_KTHENA_BIN=DIR).
 #
@@ -65,6 +69,12 @@ if [ -n "${KTHENA_DIR:-}" ]; then
   need_go "$(go_line "$kthena_dir/go.mod")" "Kthena at $kthena_dir"
 fi
 version=${KTHENA_VERSION:-}
+runtime=${KTHENA_RUNTIME:-}
+case "$runtime" in
+"" | local) runtime="" ;;
+real) [ -n "$kthena_dir" ] || infra "KTHENA_RUNTIME=real runs a checkout's runtime: set KTHENA_DIR too" ;;
+*) infra "KTHENA_RUNTIME=$runtime: local (the project's runtime) or real (KTHENA_DIR's python/kthena/runtime)" ;;
+esac
 
 # A fingerprint of the contents of every file a build reads (tests aside).
 fingerprint() {
@@ -74,8 +84,11 @@ fingerprint() {
 sources="$(fingerprint "$harness_src" "$repo/ci/kthena/build.sh")"
 [ -n "$kthena_dir" ] && sources="$sources $(fingerprint "$kthena_dir/go.mod" "$kthena_dir/go.sum" \
   "$kthena_dir/pkg" "$kthena_dir/client-go")"
+[ -n "$runtime" ] && sources="$sources runtime=$(fingerprint "$kthena_dir/python/kthena/runtime/requirements.txt" \
+  "$kthena_dir/python/kthena/downloader/requirements.txt" 2>/dev/null)"
 want="dir=$kthena_dir version=$version ctor=${KTHENA_CTOR:-} go=$have sources=$sources"
 if [ -x "$out/kthena-harness" ] && [ -x "$out/llm-d-inference-sim" ] && [ -f "$out/stamp" ] &&
+  { [ -z "$runtime" ] || [ -x "$out/venv/bin/python" ]; } &&
   [ "$(cat "$out/stamp")" = "$want" ]; then
   exit 0
 fi
@@ -151,6 +164,21 @@ say "building llm-d-inference-sim $(cd "$sim_src" && go list -m -f '{{.Version}}
 (cd "$sim_src" && run_go env CGO_ENABLED=0 go build -o "$out/llm-d-inference-sim.new" \
   github.com/llm-d/llm-d-inference-sim/cmd/llm-d-inference-sim)
 mv "$out/llm-d-inference-sim.new" "$out/llm-d-inference-sim"
+
+# Kthena's own runtime sidecar (KTHENA_RUNTIME=real): the checkout's Python
+# code, run from a virtualenv made from its requirements (PyPI).
+if [ -n "$runtime" ]; then
+  say "making the runtime's virtualenv from $kthena_dir/python/kthena/{runtime,downloader}/requirements.txt"
+  rm -rf "$out/venv"
+  python3 -m venv "$out/venv" || infra "python3 -m venv failed: install python3-venv"
+  reqs="-r $kthena_dir/python/kthena/runtime/requirements.txt"
+  [ -f "$kthena_dir/python/kthena/downloader/requirements.txt" ] &&
+    reqs="$reqs -r $kthena_dir/python/kthena/downloader/requirements.txt"
+  # shellcheck disable=SC2086 # the -r pairs are separate words
+  "$out/venv/bin/pip" install -q $reqs >&2 || infra "pip could not install the runtime's requirements (PyPI reachable?)"
+else
+  rm -rf "$out/venv"
+fi
 
 printf '%s\n' "$what" >"$out/version"
 printf '%s\n' "$want" >"$out/stamp"
