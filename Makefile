@@ -5,7 +5,7 @@
 #   make e2e-kvcache  the KV-cache routing suite, with a JUnit file
 #   make e2e-kvcache-kind  the suite on a Kind cluster with the real Kthena (docs/kind.md)
 #   make asan         the tests under ASan/UBSan (build-asan/kvengine)
-#   make lint         clang-format check and cppcheck
+#   make lint         clang-format check, cppcheck, actionlint over .github/workflows
 #   make bench        benchmarks, printed beside their references
 #   make install      PREFIX=/usr/local DESTDIR=
 
@@ -115,10 +115,12 @@ e2e-kvcache: deps
 	$(KVENGINE) -j 2 --junit $(BUILD)/e2e-kvcache.xml $(SUITE)
 
 # The suite against Kthena on a Kind cluster (docs/kind.md): needs Docker, kind,
-# kubectl and helm; creates the cluster when missing, keeps it unless KIND_DELETE=1.
+# kubectl and helm 3 (ci/kind/versions.env); creates the cluster when missing,
+# keeps it unless KIND_DELETE=1. KIND_SUITE: paths or globs, space-separated.
+KIND_SUITE ?= scenarios/*.lua
 e2e-kvcache-kind: deps
 	@$(MAKE) --no-print-directory all
-	KVENGINE=$(KVENGINE) SUITE=$(SUITE) JUNIT=$(BUILD)/e2e-kvcache-kind.xml sh ci/kind/run.sh
+	KVENGINE=$(KVENGINE) SUITE='$(KIND_SUITE)' JUNIT=$(BUILD)/e2e-kvcache-kind.xml sh ci/kind/run.sh
 
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 all
@@ -132,6 +134,7 @@ lint:
 	clang-format --dry-run --Werror engine/*.c engine/*.h bindings/*.c bindings/fuzz/*.c $(wildcard bindings/*.h)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --inline-suppr --std=c11 -D_GNU_SOURCE -Iengine engine bindings
+	sh ci/actionlint.sh $(BUILD)/tools
 
 bench: all
 	sh ci/bench.sh $(KVENGINE)
