@@ -1,8 +1,10 @@
 # The bridge image of the kind target (docs/kind.md): kvengine built from
 # this repository with Debian's packages, running `kvengine serve
 # fixtures/bridge.lua`, the ZMQ bridge between llm-d-inference-sim and
-# Kthena's runtime in every backend pod. ci/kind/up.sh builds it as
-# kvengine-bridge:dev and loads it into the Kind cluster:
+# Kthena's runtime in every backend pod (or, in publisher mode, `kvengine
+# serve fixtures/publisher.lua`, the vLLM-shaped publisher the runtime
+# connects to). ci/kind/up.sh builds it as kvengine-bridge:dev and loads it
+# into the Kind cluster:
 #
 #   docker build -t kvengine-bridge:dev .
 #
@@ -31,7 +33,8 @@ RUN apt-get update \
       libhttp-parser2.9 lua-cjson lua-yaml procps \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/usr/local /usr/local
-# input (the sim's publisher connects), output (the runtime connects), admin HTTP
-EXPOSE 5557 5558 5559
+# bridge: input (the sim's publisher connects), output (the runtime connects),
+# admin HTTP; publisher mode: input 5556, its PUB 5557, admin 5559
+EXPOSE 5556 5557 5558 5559
 ENTRYPOINT ["kvengine", "serve", "/usr/local/share/kvengine/fixtures/bridge.lua"]
 CMD ["--listen", "tcp://0.0.0.0:5557", "--publish", "tcp://127.0.0.1:5558", "--admin", "0.0.0.0:5559"]

@@ -6,7 +6,7 @@
 #   make e2e-kvcache-kthena  the suite on Kthena's real router and sim, no cluster (docs/targets.md)
 #   make e2e-kvcache-kind  the suite on a Kind cluster with the real Kthena (docs/kind.md)
 #   make asan         the tests under ASan/UBSan (build-asan/kvengine)
-#   make lint         clang-format check and cppcheck
+#   make lint         clang-format check, cppcheck, actionlint over .github/workflows
 #   make types        the editor types (types/) against the running engine
 #   make html-check   the HTML report as headless Chromium renders it (installs Chromium)
 #   make bench        benchmarks, printed beside their references
@@ -145,10 +145,12 @@ e2e-kvcache-kthena: deps
 	  $(KVENGINE) --target kthena -j 1 --junit $(BUILD)/e2e-kvcache-kthena.xml $(SUITE)
 
 # The suite against Kthena on a Kind cluster (docs/kind.md): needs Docker, kind,
-# kubectl and helm; creates the cluster when missing, keeps it unless KIND_DELETE=1.
+# kubectl and helm 3 (ci/kind/versions.env); creates the cluster when missing,
+# keeps it unless KIND_DELETE=1. KIND_SUITE: paths or globs, space-separated.
+KIND_SUITE ?= scenarios/*.lua
 e2e-kvcache-kind: deps
 	@$(MAKE) --no-print-directory all
-	KVENGINE=$(KVENGINE) SUITE=$(SUITE) JUNIT=$(BUILD)/e2e-kvcache-kind.xml sh ci/kind/run.sh
+	KVENGINE=$(KVENGINE) SUITE='$(KIND_SUITE)' JUNIT=$(BUILD)/e2e-kvcache-kind.xml sh ci/kind/run.sh
 
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 all
@@ -162,6 +164,7 @@ lint:
 	clang-format --dry-run --Werror engine/*.c engine/*.h bindings/*.c bindings/fuzz/*.c $(wildcard bindings/*.h)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --inline-suppr --std=c11 -D_GNU_SOURCE -Iengine engine bindings
+	sh ci/actionlint.sh $(BUILD)/tools
 
 # The annotation test (also part of `make test`), and the Lua language
 # server's own check of the annotation files where lua-language-server is
