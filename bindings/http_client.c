@@ -789,9 +789,13 @@ static int batch_done(lua_State *L, int status, lua_KContext ctx) {
   return 1;
 }
 
-/* http.batch(requests, {concurrency = n}) -> results in order (response or {err = msg}) */
+/*
+ * http.batch(requests, {concurrency = n}) -> results in order (response or
+ * {err = msg}); with summary = true, counts and a latency histogram from the
+ * load client (http_load.c) instead.
+ */
 int kvh_batch(lua_State *L) {
-  static const char *const keys[] = {"concurrency", NULL};
+  static const char *const keys[] = {"concurrency", "summary", NULL};
   luaL_checktype(L, 1, LUA_TTABLE);
   for (lua_Integer i = 1, total = luaL_len(L, 1); i <= total; i++) { /* before any is sent */
     if (lua_geti(L, 1, i) == LUA_TTABLE)
@@ -805,6 +809,8 @@ int kvh_batch(lua_State *L) {
     if (lua_getfield(L, 2, "concurrency") != LUA_TNIL)
       n = luaL_checkinteger(L, -1);
     luaL_argcheck(L, n >= 1 && n <= 100000, 2, "concurrency must be at least 1");
+    if (lua_getfield(L, 2, "summary") == LUA_TBOOLEAN && lua_toboolean(L, -1))
+      return kvh_batch_summary(L, (int)n);
   }
   lua_settop(L, 1);
   return call_run(L, (int)n, batch_done);
