@@ -359,6 +359,7 @@ static hl_conn *pool_take(hl_client *cl, const struct sockaddr_storage *addr) {
   for (hl_conn *c = cl->conns; c; c = c->next) {
     if (!c->run && c->state == IDLE && !c->closing && !memcmp(&c->addr, addr, addr_len(addr))) {
       cl->nidle--;
+      uv_ref((uv_handle_t *)&c->tcp);
       return c;
     }
   }
@@ -467,6 +468,7 @@ static void run_stop(hl_run *r) {
     if (c->state == IDLE && cl->nidle < IDLE_MAX) {
       run_unlend(r, c);
       cl->nidle++;
+      uv_unref((uv_handle_t *)&c->tcp); /* a pooled connection keeps no program alive */
     } else {
       conn_close(c);
     }
