@@ -30,9 +30,8 @@
 #include <lauxlib.h>
 
 static const luaL_Reg http_funcs[] = {
-    {"request", kvh_request}, {"get", kvh_get},
-    {"post", kvh_post},       {"batch", kvh_batch},
-    {"load", kvh_load},       {"histogram", kvh_histogram},
+    {"request", kvh_request}, {"get", kvh_get},   {"post", kvh_post},
+    {"batch", kvh_batch},     {"load", kvh_load}, {"histogram", kvh_histogram},
     {"listen", kvh_listen},   {NULL, NULL},
 };
 

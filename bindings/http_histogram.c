@@ -296,10 +296,14 @@ static int hist_tostring(lua_State *L) {
 }
 
 static const luaL_Reg hist_methods[] = {
-    {"record", hist_record}, {"percentile", hist_percentile_l},
-    {"merge", hist_merge},   {"count", hist_count},
-    {"min", hist_min},       {"max", hist_max},
-    {"mean", hist_mean},     {"json", hist_json},
+    {"record", hist_record},
+    {"percentile", hist_percentile_l},
+    {"merge", hist_merge},
+    {"count", hist_count},
+    {"min", hist_min},
+    {"max", hist_max},
+    {"mean", hist_mean},
+    {"json", hist_json},
     {NULL, NULL},
 };
 

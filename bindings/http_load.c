@@ -105,19 +105,19 @@ struct hl_run {
   hl_client *cl; /* NULL once stopped */
   hl_run *prev, *next;
   kv_wait *wait;
-  hl_clock *clock; /* wakes the run when a request falls due or a timeout may have passed */
+  hl_clock *clock;       /* wakes the run when a request falls due or a timeout may have passed */
   uint64_t sweep, swept; /* ns between timeout checks; the last one */
   struct sockaddr_storage addr;
   char origin[96];
   kv_buf bytes;
   hl_req *reqs;
   int nreqs, cap;
-  int *order; /* closed loop: the encoding of each request */
-  int total, next_req; /* closed loop: how many, the next to send */
-  int open;              /* open loop */
-  double rate;           /* requests per second */
-  uint64_t start;        /* ns */
-  long due_next, due_n;  /* open loop: next request number, how many in all */
+  int *order;           /* closed loop: the encoding of each request */
+  int total, next_req;  /* closed loop: how many, the next to send */
+  int open;             /* open loop */
+  double rate;          /* requests per second */
+  uint64_t start;       /* ns */
+  long due_next, due_n; /* open loop: next request number, how many in all */
   hl_conn **lent, **idle;
   int conc, nlent, nidle;
   kvh_hist *latency, *raw; /* in the caller's stack; NULL once stopped */

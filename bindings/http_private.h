@@ -28,8 +28,8 @@ int kvh_post(lua_State *L);
 int kvh_batch(lua_State *L);
 
 /* http_load.c: these read the load client's state from upvalue 2. */
-void kvh_load_push(lua_State *L);               /* pushes the load client's state */
-int kvh_load(lua_State *L);                     /* http.load */
+void kvh_load_push(lua_State *L);              /* pushes the load client's state */
+int kvh_load(lua_State *L);                    /* http.load */
 int kvh_batch_summary(lua_State *L, int conc); /* http.batch{summary = true}: list at 1 */
 
 /* http_histogram.c */
