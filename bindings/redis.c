@@ -32,10 +32,11 @@
  * keeps only the error replies, counting too the errors inside an array
  * reply (the replies of a MULTI ... EXEC's commands come as EXEC's array):
  * the pipeline returns how many there were and the first one's message
- * (nil when none), and builds no Lua value for the others.  A batch from redis.batch() is a pipeline's p made ahead of
- * time: it is filled outside any call, sent by c:pipeline(b) as often as
- * wanted (on any connection), and keeps its commands; p itself takes no
- * commands once its pipeline was sent.
+ * (nil when none), and builds no Lua value for the others.  A batch from
+ * redis.batch() is a pipeline's p made ahead of time: it is filled outside
+ * any call, sent by c:pipeline(b) as often as wanted (on any connection),
+ * and keeps its commands; p itself takes no commands once its pipeline was
+ * sent.
  *
  * The file is the Lua surface: redis_conn.c is the connection on the loop
  * and its calls, redis_batch.c the formatting of commands.
