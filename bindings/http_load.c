@@ -89,7 +89,8 @@ struct hl_conn {
   kv_hr *hr;
   struct sockaddr_storage addr;
   int state, closing, served;
-  hl_job job; /* while CONNECTING with a job, or BUSY */
+  int writing; /* a uv_write of `unsent` is under way */
+  hl_job job;  /* while CONNECTING with a job, or BUSY */
   int has_job;
   kv_buf unsent; /* the rest of a request after a short write */
 };
@@ -235,6 +236,7 @@ static void conn_fail(hl_conn *c, const char *kind, const char *why, int retry) 
 static void on_written(uv_write_t *req, int status) {
   hl_conn *c = req->data;
   hl_run *r = c->run;
+  c->writing = 0;
   run_enter(r);
   if (status < 0 && status != UV_ECANCELED && !c->closing)
     conn_fail(c, "", uv_strerror(status), 1);
@@ -270,6 +272,8 @@ static void conn_send(hl_conn *c) {
   int err = uv_write(&c->write, (uv_stream_t *)&c->tcp, &buf, 1, on_written);
   if (err < 0)
     conn_fail(c, "", uv_strerror(err), 1);
+  else
+    c->writing = 1;
 }
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
@@ -296,7 +300,7 @@ static void conn_answered(hl_conn *c, int keep) {
   c->has_job = 0;
   c->served++;
   record_response(r, c, kv_hr_status(c->hr));
-  if (keep) {
+  if (keep && !c->writing) { /* answered before it had all the request: no reuse */
     c->state = IDLE;
     r->idle[r->nidle++] = c;
   } else {
@@ -518,8 +522,8 @@ static void on_clock(uv_poll_t *p, int status, int events) {
   (void)status, (void)events;
   hl_run *r = p->data;
   uint64_t expirations, now = uv_hrtime();
-  if (read(r->clock->fd, &expirations, sizeof expirations) < 0) { /* nothing to clear: fine */
-  }
+  ssize_t n = read(r->clock->fd, &expirations, sizeof expirations); /* clears it; may be EAGAIN */
+  (void)n;
   run_enter(r);
   if (now - r->swept >= r->sweep) {
     r->swept = now;
