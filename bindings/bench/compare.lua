@@ -73,12 +73,13 @@ do
     print("http: skipped: " .. why)
   else
     local port = tostring(srv.port)
-    local wrk, summary, client = {}, {}, {}
+    local wrk, summary, client, latency = {}, {}, {}, nil
     for round = 1, 5 do -- alternated, so that a noisy moment hits both sides
       local out = run { "wrk", "-t", "1", "-c", "32", "-d", "2s", srv.url }
       wrk[round] = tonumber(out:match("Requests/sec:%s+([%d%.]+)"))
-      summary[round] = figure(run { KV, "serve", DIR .. "/http_bench.lua", port, "summary", "2" },
-        "http_batch_summary_c32_rate")
+      out = run { KV, "serve", DIR .. "/http_bench.lua", port, "summary", "2" }
+      summary[round] = figure(out, "http_batch_summary_c32_rate")
+      latency = out:match("(http_batch_summary_c32_latency[^\n]*)") or latency
       client[round] = figure(run { KV, "serve", DIR .. "/http_bench.lua", port, "client", "2" },
         "http_batch_client_c32_rate")
     end
@@ -86,6 +87,7 @@ do
     print("http: against nginx, median of 5 rounds (each: wrk, summary, responses; 2 s each)")
     row("http.batch summary, c32 (nginx)", median(summary), "req/s", ref, "target >= 0.70")
     row("http.batch responses, c32 (nginx)", median(client), "req/s", ref, "(curl: whole responses)")
+    if latency then print("  " .. latency .. ", last round") end
     for _, rate in ipairs({ 1000, 5000, 20000 }) do
       for line in run({ KV, "serve", DIR .. "/http_bench.lua", port, "open", "3", tostring(rate) }):gmatch("[^\n]+") do
         print("  " .. line)

@@ -57,9 +57,12 @@ assert(mode == "client" or mode == "summary", "mode must be serve, client, summa
 local reqs = {}
 for i = 1, BATCH do reqs[i] = url end
 
--- One batch; returns the number of requests that failed.
+-- One batch; returns the number of requests that failed.  In summary mode
+-- each batch's latencies are merged into one histogram for the run.
+local latency = http.histogram()
 local batch = mode == "summary" and function()
   local r = http.batch(reqs, { concurrency = CONCURRENCY, summary = true })
+  latency:merge(r.latency)
   return BATCH - (r.statuses[200] or 0)
 end or function()
   local failed = 0
@@ -70,6 +73,7 @@ end or function()
 end
 
 batch() -- warm up: connections, pools, allocator
+latency = http.histogram()
 local done, failed = 0, 0
 local t0 = now()
 repeat
@@ -81,3 +85,8 @@ local elapsed = now() - t0
 print(string.format("http_batch_%s_c%d_requests %d requests", mode, CONCURRENCY, done))
 print(string.format("http_batch_%s_c%d_failed %d requests", mode, CONCURRENCY, failed))
 print(string.format("http_batch_%s_c%d_rate %.0f req/s", mode, CONCURRENCY, done / elapsed))
+if latency:count() > 0 then
+  print(string.format("http_batch_%s_c%d_latency %.3f %.3f %.3f ms (p50 p99 p99.9, %d batches merged)", mode,
+    CONCURRENCY, latency:percentile(50) * 1e3, latency:percentile(99) * 1e3, latency:percentile(99.9) * 1e3,
+    done // BATCH))
+end
