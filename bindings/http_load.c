@@ -15,13 +15,16 @@
  *
  * How it sits in the loop: connections are libuv TCP handles owned by the
  * client state (one per Lua state), kept alive and pooled across calls.  A
- * call is a run: it borrows up to `concurrency` connections, gives each one
- * request at a time (never pipelined) and a 1 ms timer (open loop) or a
- * coarser one (closed loop) sends what is due and expires requests past their
- * timeout.  Requests are encoded once, before the first is sent; responses
- * are parsed in the read callback from one shared buffer and leave only
- * counters behind.  The calling task waits on the run and is woken once every
- * request has an outcome; its results are made then.
+ * call is a run: it borrows up to `concurrency` connections and gives each
+ * one request at a time (never pipelined); a connection that is answered
+ * takes the next request at once, and the run's clock (a timerfd) sends what
+ * falls due in an open loop and expires requests past their timeout.  A
+ * pooled connection is unref'd, so it keeps no program running.  Requests
+ * are encoded once, before the first is sent; responses are parsed in the
+ * read callback from one shared buffer and leave only counters behind.  The
+ * calling task waits on the run and is woken, on the way out of the last
+ * callback that touched the run (run_enter/run_leave), once every request
+ * has an outcome; its results are made then.
  *
  * Open loop (as wrk2): request k is due at start + k / rate whether or not
  * earlier ones finished.  A due request goes out on an idle connection, or

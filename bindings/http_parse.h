@@ -117,7 +117,7 @@ typedef struct kv_http_range {
 /* An absolute http URL, as offsets into its text. */
 typedef struct kv_http_url {
   kv_http_range scheme, host, authority; /* host without brackets; authority as sent in Host */
-  kv_http_range target;                  /* path, query and all, up to any fragment */
+  kv_http_range target;                  /* path and query; send "/" first if it lacks one */
   int port;                              /* the URL's, else 80 */
 } kv_http_url;
 
