@@ -421,6 +421,11 @@ static void conn_start(hl_run *r, hl_job job) {
 
 /* ------------------------------------------------------------------- runs */
 
+/* When open-loop request k falls due (uv_hrtime ns). */
+static uint64_t due_at(const hl_run *r, long k) {
+  return r->start + (uint64_t)((double)k * NS / r->rate);
+}
+
 /* The next job due now, if any; dropped ones (waited past their timeout) counted. */
 static int run_next_job(hl_run *r, uint64_t now, hl_job *job) {
   if (!r->open) {
@@ -430,7 +435,7 @@ static int run_next_job(hl_run *r, uint64_t now, hl_job *job) {
     return 1;
   }
   while (r->due_next < r->due_n) {
-    uint64_t due = r->start + (uint64_t)((double)r->due_next * NS / r->rate);
+    uint64_t due = due_at(r, r->due_next);
     if (due > now)
       return 0;
     r->due_next++;
@@ -510,7 +515,7 @@ static void run_check_done(hl_run *r) {
 static void run_arm(hl_run *r) {
   uint64_t at = r->swept + r->sweep;
   if (r->open && r->due_next < r->due_n) {
-    uint64_t due = r->start + (uint64_t)((double)r->due_next * NS / r->rate);
+    uint64_t due = due_at(r, r->due_next);
     if (due < at)
       at = due;
   }
