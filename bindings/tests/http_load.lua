@@ -322,23 +322,24 @@ test("load: against a server with a fixed delay, p50 and p99 are that delay plus
 end)
 
 test("load: a server that stalls once shows in the corrected p99, not in the uncorrected one", function()
-  local STALL, n, stalled_until = 0.5, 0, nil
+  local STALL, n, stalled_until = 1.0, 0, nil
   local _, base = serve(function(_, res)
     n = n + 1
     if n == 200 then stalled_until = now() + STALL end -- a second into the run
     if stalled_until and now() < stalled_until then sleep(stalled_until - now()) end
     res:finish("x")
   end)
-  local r = http.load { url = base .. "/", rate = 200, duration = 3, concurrency = 2 }
-  expect(r.ok):eq(600, tostring(r.first_error))
+  local r = http.load { url = base .. "/", rate = 200, duration = 4, concurrency = 2 }
+  expect(r.ok):eq(800, tostring(r.first_error))
   log("corrected " .. tostring(r.latency))
   log("uncorrected " .. tostring(r.uncorrected))
-  -- About 100 of the 600 requests fell due during the stall; they waited up to
-  -- STALL for it to end, so the slowest 1% waited most of it.
+  -- About 200 of the 800 requests fell due during the stall; they waited up
+  -- to STALL for it to end, so the slowest 1% waited most of it.
   expect(r.latency:percentile(99)):ge(STALL * 0.8, "the corrected p99 reflects the stall")
   expect(r.latency:max()):le(STALL * 1.5, "no request waited much longer than the stall")
-  -- Only the 2 requests in flight when it began were sent before it ended.
-  expect(r.uncorrected:percentile(99)):lt(STALL * 0.1, "the uncorrected p99 hides it")
+  -- Only the 2 requests in flight when it began were sent before it ended:
+  -- from sending, the rest took a round trip (bounded loosely: the machine is shared).
+  expect(r.uncorrected:percentile(99)):lt(STALL * 0.3, "the uncorrected p99 hides it")
 end)
 
 test("a pooled idle connection keeps no `kvengine serve` program running", function()
