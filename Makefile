@@ -2,11 +2,15 @@
 #
 #   make              build build/kvengine
 #   make test         everything the project tests (installs missing deps first)
-#   make e2e-kvcache  the KV-cache routing suite, with a JUnit file
+#   make e2e-kvcache  the KV-cache routing suite, with a JUnit file and an HTML report
+#   make e2e-kvcache-kthena  the suite on Kthena's real router and sim, no cluster (docs/targets.md)
 #   make e2e-kvcache-kind  the suite on a Kind cluster with the real Kthena (docs/kind.md)
 #   make asan         the tests under ASan/UBSan (build-asan/kvengine)
 #   make lint         clang-format check and cppcheck
+#   make types        the editor types (types/) against the running engine
+#   make html-check   the HTML report as headless Chromium renders it (installs Chromium)
 #   make bench        benchmarks, printed beside their references
+#   make conformance  the suite on local and kthena, differences explained or failed
 #   make install      PREFIX=/usr/local DESTDIR=
 
 PREFIX  ?= /usr/local
@@ -53,7 +57,8 @@ KVENGINE := $(BUILD)/kvengine
 TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
-.PHONY: FORCE all test e2e-kvcache e2e-kvcache-kind asan valgrind lint bench install deps clean soak
+.PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind asan \
+  valgrind lint types bench install deps clean soak html-check
 
 all: $(KVENGINE) $(MODULE_SO)
 
@@ -106,13 +111,38 @@ deps:
 
 FUZZ_TARGETS = $(BUILD)/fuzz/fuzz_events $(BUILD)/fuzz/fuzz_http
 
+# With Go on PATH the kthena target's programs are built first, so its tests
+# run (fixtures/tests/kthena_*.lua); without Go they are skipped, saying why.
 test: deps
 	@$(MAKE) --no-print-directory all $(FUZZ_TARGETS)
+	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build; \
+	else echo "make test: no Go on PATH: the kthena target's tests are skipped (install Go, see fixtures/kthena/go.mod)"; fi
 	KVENGINE_FUZZ_DIR=$(BUILD)/fuzz $(KVENGINE) -j 2 --junit $(BUILD)/junit.xml $(TEST_PATHS)
 
 e2e-kvcache: deps
 	@$(MAKE) --no-print-directory all
-	$(KVENGINE) -j 2 --junit $(BUILD)/e2e-kvcache.xml $(SUITE)
+	$(KVENGINE) -j 2 --junit $(BUILD)/e2e-kvcache.xml --html $(BUILD)/e2e-kvcache.html $(SUITE)
+
+# The kthena target's programs (ci/kthena/build.sh: needs Go): Kthena's router
+# as pinned in fixtures/kthena/go.mod, or built from KTHENA_DIR (a checkout)
+# or KTHENA_VERSION (a release the Go module proxy serves).
+KTHENA_DIR ?=
+KTHENA_VERSION ?=
+KTHENA_RUNTIME ?=
+kthena-build:
+	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" \
+	  sh ci/kthena/build.sh
+
+# The router harness's own Go tests (against the pinned Kthena), and go vet.
+kthena-test:
+	cd fixtures/kthena && GOTOOLCHAIN=local go vet ./... && GOTOOLCHAIN=local go test ./...
+
+# The suite against Kthena's real router and llm-d-inference-sim as local
+# processes (docs/targets.md), one file at a time: the real router is heavier.
+e2e-kvcache-kthena: deps
+	@$(MAKE) --no-print-directory all kthena-build
+	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" \
+	  $(KVENGINE) --target kthena -j 1 --junit $(BUILD)/e2e-kvcache-kthena.xml $(SUITE)
 
 # The suite against Kthena on a Kind cluster (docs/kind.md): needs Docker, kind,
 # kubectl and helm; creates the cluster when missing, keeps it unless KIND_DELETE=1.
@@ -133,8 +163,32 @@ lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --inline-suppr --std=c11 -D_GNU_SOURCE -Iengine engine bindings
 
+# The annotation test (also part of `make test`), and the Lua language
+# server's own check of the annotation files where lua-language-server is
+# installed: no Debian or npm package provides it, so it is never fetched.
+types: all
+	$(KVENGINE) fixtures/tests/types.lua
+	@if command -v lua-language-server >/dev/null 2>&1; then \
+	  lua-language-server --check=$(CURDIR)/types --checklevel=Warning; \
+	else echo "lua-language-server is not installed: its check of types/ skipped"; fi
+
+# The HTML report of a run with a failure, rendered by headless Chromium and
+# checked against the run (ci/html-check/check.lua). Chromium and ImageMagick
+# are installed when missing; `make test` needs neither.
+# HTML_CHECK_SCREENSHOT=docs/img/report.png also refreshes the docs' picture.
+html-check: deps
+	@command -v chromium >/dev/null && command -v identify >/dev/null || bash ci/html-check/install.sh
+	@$(MAKE) --no-print-directory all
+	HTML_CHECK_DIR=$(BUILD)/html-check HTML_CHECK_SCREENSHOT=$(HTML_CHECK_SCREENSHOT) \
+	  $(KVENGINE) --timeout 120 ci/html-check/check.lua
+
 bench: all
 	sh ci/bench.sh $(KVENGINE)
+
+# The suite on two targets, outcomes and decisions side by side (ci/conformance.lua).
+CONFORMANCE_TARGETS ?= local,kthena
+conformance: all
+	$(KVENGINE) serve ci/conformance.lua --targets $(CONFORMANCE_TARGETS) $(SUITE)
 
 soak: all
 	for i in $$(seq 20); do $(KVENGINE) -j 2 $(SUITE) || exit 1; done

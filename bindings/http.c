@@ -42,6 +42,9 @@ int luaopen_http(lua_State *L) {
   kvh_client_push(L);
   kvh_load_push(L);
   luaL_setfuncs(L, http_funcs, 2);
+  kv_set_options(L, kvh_client_options);
+  kv_set_options(L, kvh_load_options);
+  kv_set_options(L, kvh_server_options);
   unsigned long hp = http_parser_version();
   lua_pushfstring(L, "libcurl %s, http-parser %d.%d.%d",
                   curl_version_info(CURLVERSION_NOW)->version, (int)((hp >> 16) & 255),

@@ -699,6 +699,16 @@ static int call_run(lua_State *L, int concurrency, lua_KFunction k) {
 /* What a request spec may hold (http.request's table, each of http.batch's). */
 static const char *const request_keys[] = {"method", "url",     "headers", "body",
                                            "json",   "timeout", "stream",  NULL};
+static const char *const get_keys[] = {"headers", "body", "json", "timeout", "stream", NULL};
+static const char *const post_keys[] = {"method",  "headers", "body", "json",
+                                        "timeout", "stream",  NULL};
+static const char *const batch_keys[] = {"concurrency", "summary", NULL};
+
+const kv_option_keys kvh_client_options[] = {{"request", request_keys},
+                                             {"get", get_keys},
+                                             {"post", post_keys},
+                                             {"batch", batch_keys},
+                                             {NULL, NULL}};
 
 static int request_done(lua_State *L, int status, lua_KContext ctx) {
   (void)status, (void)ctx;
@@ -746,11 +756,10 @@ static void push_opts(lua_State *L, int url, int idx) {
 
 /* http.get(url, opts) */
 int kvh_get(lua_State *L) {
-  static const char *const keys[] = {"headers", "body", "json", "timeout", "stream", NULL};
   luaL_checkstring(L, 1);
   if (!lua_isnoneornil(L, 2))
     luaL_checktype(L, 2, LUA_TTABLE);
-  kv_check_options(L, 2, "http.get", keys);
+  kv_check_options(L, 2, "http.get", get_keys);
   push_opts(L, 1, 2);
   lua_pushliteral(L, "GET");
   lua_setfield(L, -2, "method");
@@ -761,13 +770,11 @@ int kvh_get(lua_State *L) {
 
 /* http.post(url, body_or_opts): a string is the body, a table the options. */
 int kvh_post(lua_State *L) {
-  static const char *const keys[] = {"method",  "headers", "body", "json",
-                                     "timeout", "stream",  NULL};
   luaL_checkstring(L, 1);
   int t = lua_type(L, 2);
   luaL_argexpected(L, t == LUA_TSTRING || t == LUA_TTABLE || t <= LUA_TNIL, 2, "body or options");
   if (t == LUA_TTABLE)
-    kv_check_options(L, 2, "http.post", keys);
+    kv_check_options(L, 2, "http.post", post_keys);
   push_opts(L, 1, 2);
   if (t == LUA_TSTRING) {
     lua_pushvalue(L, 2);
@@ -795,7 +802,6 @@ static int batch_done(lua_State *L, int status, lua_KContext ctx) {
  * load client (http_load.c) instead.
  */
 int kvh_batch(lua_State *L) {
-  static const char *const keys[] = {"concurrency", "summary", NULL};
   luaL_checktype(L, 1, LUA_TTABLE);
   for (lua_Integer i = 1, total = luaL_len(L, 1); i <= total; i++) { /* before any is sent */
     if (lua_geti(L, 1, i) == LUA_TTABLE)
@@ -805,7 +811,7 @@ int kvh_batch(lua_State *L) {
   lua_Integer n = DEFAULT_CONCURRENCY;
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
-    kv_check_options(L, 2, "http.batch", keys);
+    kv_check_options(L, 2, "http.batch", batch_keys);
     if (lua_getfield(L, 2, "concurrency") != LUA_TNIL)
       n = luaL_checkinteger(L, -1);
     luaL_argcheck(L, n >= 1 && n <= 100000, 2, "concurrency must be at least 1");

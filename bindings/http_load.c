@@ -889,16 +889,19 @@ int kvh_batch_summary(lua_State *L, int conc) {
   return run_go(L, r);
 }
 
+static const char *const load_keys[] = {"url",     "method", "headers",  "body",        "json",
+                                        "timeout", "rate",   "duration", "concurrency", NULL};
+
+const kv_option_keys kvh_load_options[] = {{"load", load_keys}, {NULL, NULL}};
+
 /*
  * http.load{url, method, headers, body, json, timeout, rate, duration,
  * concurrency} -> {sent, ok, errors, dropped, statuses, latency,
  * uncorrected, elapsed, first_error}
  */
 int kvh_load(lua_State *L) {
-  static const char *const keys[] = {"url",     "method", "headers",  "body",        "json",
-                                     "timeout", "rate",   "duration", "concurrency", NULL};
   luaL_checktype(L, 1, LUA_TTABLE);
-  kv_check_options(L, 1, "http.load", keys);
+  kv_check_options(L, 1, "http.load", load_keys);
   lua_settop(L, 1);
   lua_getfield(L, 1, "rate");
   lua_getfield(L, 1, "duration");

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include <lua.h>
+#include "engine.h"
 
 /* A request without a timeout option gets this one, so no test hangs on it. */
 #define KVH_DEFAULT_TIMEOUT 30.0
@@ -26,11 +26,13 @@ int kvh_request(lua_State *L);
 int kvh_get(lua_State *L);
 int kvh_post(lua_State *L);
 int kvh_batch(lua_State *L);
+extern const kv_option_keys kvh_client_options[]; /* http.options: request, get, post, batch */
 
 /* http_load.c: these read the load client's state from upvalue 2. */
-void kvh_load_push(lua_State *L);              /* pushes the load client's state */
-int kvh_load(lua_State *L);                    /* http.load */
-int kvh_batch_summary(lua_State *L, int conc); /* http.batch{summary = true}: list at 1 */
+void kvh_load_push(lua_State *L);               /* pushes the load client's state */
+int kvh_load(lua_State *L);                     /* http.load */
+int kvh_batch_summary(lua_State *L, int conc);  /* http.batch{summary = true}: list at 1 */
+extern const kv_option_keys kvh_load_options[]; /* http.options: load */
 
 /* http_histogram.c */
 typedef struct kvh_hist kvh_hist;
@@ -42,6 +44,7 @@ void kvh_hist_add(kvh_hist *h, uint64_t usec, uint64_t n);
 /* http_server.c */
 void kvh_server_open(lua_State *L); /* registers the server's metatables */
 int kvh_listen(lua_State *L);
+extern const kv_option_keys kvh_server_options[]; /* http.options: listen */
 
 /* http_json.c */
 int kvh_body_json(lua_State *L);             /* the json(self) method: decodes self.body */

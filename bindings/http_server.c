@@ -903,15 +903,18 @@ static int opt_integer(lua_State *L, const char *k, lua_Integer def) {
   return (int)(v > 0x7fffffff ? 0x7fffffff : v);
 }
 
+static const char *const listen_keys[] = {"host", "port", "handler", "max_body", NULL};
+
+const kv_option_keys kvh_server_options[] = {{"listen", listen_keys}, {NULL, NULL}};
+
 /*
  * http.listen{host = "127.0.0.1", port = 0, handler = fn(req, res),
  * max_body = 8 MiB} -> server | nil, err.  The server is tracked in the
  * current scope; handlers run as tasks in that scope.
  */
 int kvh_listen(lua_State *L) {
-  static const char *const keys[] = {"host", "port", "handler", "max_body", NULL};
   luaL_checktype(L, 1, LUA_TTABLE);
-  kv_check_options(L, 1, "http.listen", keys);
+  kv_check_options(L, 1, "http.listen", listen_keys);
   lua_settop(L, 1);
   lua_getfield(L, 1, "host");
   const char *host = luaL_optstring(L, -1, "127.0.0.1");

@@ -223,13 +223,14 @@ static int l_block_hash(lua_State *L) {
   return push_block_hashes(L, n > 0 ? n : 1, 1, 0);
 }
 
+static const char *const block_hashes_keys[] = {"block_size", "max_blocks", NULL};
+
 /* kv.block_hashes(tokens [, opts]): the router's chunked hashes. */
 static int l_block_hashes(lua_State *L) {
-  static const char *const keys[] = {"block_size", "max_blocks", NULL};
   luaL_checktype(L, 1, LUA_TTABLE);
   if (!lua_isnoneornil(L, 2))
     luaL_checktype(L, 2, LUA_TTABLE);
-  kv_check_options(L, 2, "kv.block_hashes", keys);
+  kv_check_options(L, 2, "kv.block_hashes", block_hashes_keys);
   lua_Integer bs = opt_count(L, 2, "block_size", DEFAULT_BLOCK_SIZE);
   lua_Integer mb = opt_count(L, 2, "max_blocks", DEFAULT_MAX_BLOCKS);
   return push_block_hashes(L, bs, mb, 1);
@@ -326,6 +327,8 @@ static const luaL_Reg kv_funcs[] = {
     {NULL, NULL},
 };
 
+static const kv_option_keys kv_options_own[] = {{"block_hashes", block_hashes_keys}, {NULL, NULL}};
+
 /* Push the kv.events table. */
 static void push_events(lua_State *L) {
   static const luaL_Reg funcs[] = {
@@ -337,6 +340,7 @@ static void push_events(lua_State *L) {
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "dialects");
+  kv_set_options(L, kv_decode_options);
 }
 
 int luaopen_kv(lua_State *L) {
@@ -353,6 +357,8 @@ int luaopen_kv(lua_State *L) {
   if (box->md == NULL || box->ctx == NULL)
     return luaL_error(L, "kv: libcrypto has no SHA-256");
   luaL_setfuncs(L, kv_funcs, 1); /* every function shares the box; hashing uses it */
+  kv_set_options(L, kv_options_own);
+  kv_set_options(L, kv_event_options);
   push_events(L);
   lua_setfield(L, -2, "events");
   lua_pushfstring(L, "msgpack-c %s, %s", msgpack_version(), OpenSSL_version(OPENSSL_VERSION));

@@ -51,6 +51,9 @@ int kv_removed(lua_State *L);       /* kv.removed{...} */
 int kv_cleared(lua_State *L);       /* kv.cleared{} */
 int kv_events_encode(lua_State *L); /* kv.events.encode(batch [, dialect]) */
 
+/* The option keys of kv.stored, kv.removed and kv.cleared (kv.options). */
+extern const kv_option_keys kv_event_options[];
+
 /* Register the encoder's classes (before any of the above runs). */
 void kv_events_open(lua_State *L);
 
@@ -77,6 +80,9 @@ void kv_encode_batch(lua_State *L, int b, kv_dialect d, kv_buf *ob);
 /* ----------------------------------------------------- kv_events_decode.c */
 
 int kv_events_decode(lua_State *L); /* kv.events.decode(bytes [, opts]) */
+
+/* The option keys of kv.events.decode (kv.events.options). */
+extern const kv_option_keys kv_decode_options[];
 
 /* Register the decoder's classes. */
 void kv_events_decode_open(lua_State *L);

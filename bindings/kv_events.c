@@ -191,21 +191,29 @@ static int new_event(lua_State *L, const char *who, const char *kind, const char
  * medium=, group_idx=, kv_cache_spec_kind=, kv_cache_spec_sliding_window=}
  * -> a BlockStored event table (see the top of the file for defaults).
  */
+static const char *const stored_fields[] = {"hashes",
+                                            "tokens",
+                                            "block_size",
+                                            "parent",
+                                            "lora_id",
+                                            "lora_name",
+                                            "medium",
+                                            "group_idx",
+                                            "kv_cache_spec_kind",
+                                            "kv_cache_spec_sliding_window",
+                                            "kind",
+                                            NULL};
+static const char *const removed_fields[] = {"hashes", "medium", "group_idx", "kind", NULL};
+static const char *const cleared_fields[] = {"kind", NULL};
+
+const kv_option_keys kv_event_options[] = {{"stored", stored_fields},
+                                           {"removed", removed_fields},
+                                           {"cleared", cleared_fields},
+                                           {NULL, NULL}};
+
 int kv_stored(lua_State *L) {
-  static const char *const fields[] = {"hashes",
-                                       "tokens",
-                                       "block_size",
-                                       "parent",
-                                       "lora_id",
-                                       "lora_name",
-                                       "medium",
-                                       "group_idx",
-                                       "kv_cache_spec_kind",
-                                       "kv_cache_spec_sliding_window",
-                                       "kind",
-                                       NULL};
   const char *who = "kv.stored";
-  int ev = new_event(L, who, "stored", fields);
+  int ev = new_event(L, who, "stored", stored_fields);
 
   int ty = lua_getfield(L, 1, "tokens");
   if (ty != LUA_TNIL && ty != LUA_TTABLE)
@@ -244,9 +252,8 @@ int kv_stored(lua_State *L) {
 
 /* kv.removed{hashes=, medium=, group_idx=} -> a BlockRemoved event table. */
 int kv_removed(lua_State *L) {
-  static const char *const fields[] = {"hashes", "medium", "group_idx", "kind", NULL};
   const char *who = "kv.removed";
-  int ev = new_event(L, who, "removed", fields);
+  int ev = new_event(L, who, "removed", removed_fields);
   copy_opt_str(L, 1, ev, "medium", who, "GPU");
   copy_opt_int(L, 1, ev, "group_idx", who, 0, 0);
   return 1;
@@ -254,10 +261,9 @@ int kv_removed(lua_State *L) {
 
 /* kv.cleared([{}]) -> an AllBlocksCleared event table. */
 int kv_cleared(lua_State *L) {
-  static const char *const fields[] = {"kind", NULL};
   if (!lua_isnoneornil(L, 1)) {
     luaL_checktype(L, 1, LUA_TTABLE);
-    kv_check_options(L, 1, "kv.cleared", fields);
+    kv_check_options(L, 1, "kv.cleared", cleared_fields);
     check_kind(L, 1, "kv.cleared", "cleared");
   }
   lua_createtable(L, 0, 1);

@@ -668,16 +668,19 @@ static kv_dialect name_dialect(lua_State *L, const dstate *s, int b, int batch_i
   return fallback;
 }
 
+static const char *const decode_keys[] = {"profile", "dialect", NULL};
+
+const kv_option_keys kv_decode_options[] = {{"decode", decode_keys}, {NULL, NULL}};
+
 /* kv.events.decode(bytes [, {profile=, dialect=}]) -> batch, dialect | nil, err. */
 int kv_events_decode(lua_State *L) {
   static const char *const profiles[] = {"tolerant", "kthena", NULL};
-  static const char *const keys[] = {"profile", "dialect", NULL};
   size_t len;
   const char *data = luaL_checklstring(L, 1, &len);
   int kthena = 0, want_dialect = 1;
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
-    kv_check_options(L, 2, "kv.events.decode", keys);
+    kv_check_options(L, 2, "kv.events.decode", decode_keys);
     lua_getfield(L, 2, "dialect");
     want_dialect = lua_isnil(L, -1) || lua_toboolean(L, -1);
     lua_pop(L, 1);

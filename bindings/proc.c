@@ -647,15 +647,15 @@ static const char **parse_env(lua_State *L, int keep, const char *who) {
   return out;
 }
 
+static const char *const spawn_keys[] = {"argv", "env", "env_clear", "cwd", "log", NULL};
+static const char *const run_keys[] = {"argv", "env", "env_clear", "cwd", "input", "timeout", NULL};
+
 /*
  * Read spawn's or run's options table (argument 1) into q.  The strings are
  * anchored in a table pushed onto the stack, which the caller leaves there
  * while q is in use.  Raises on wrong types.
  */
 static void parse_request(lua_State *L, spawn_req *q, const char *who, int run) {
-  static const char *const spawn_keys[] = {"argv", "env", "env_clear", "cwd", "log", NULL};
-  static const char *const run_keys[] = {"argv",  "env",     "env_clear", "cwd",
-                                         "input", "timeout", NULL};
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
   kv_check_options(L, 1, who, run ? run_keys : spawn_keys);
@@ -957,8 +957,12 @@ static const luaL_Reg proc_methods[] = {{"pid", p_pid},   {"pgid", p_pgid}, {"ru
 
 static const luaL_Reg proc_funcs[] = {{"spawn", l_spawn}, {"run", l_run}, {NULL, NULL}};
 
+static const kv_option_keys proc_options[] = {
+    {"spawn", spawn_keys}, {"run", run_keys}, {NULL, NULL}};
+
 int luaopen_proc(lua_State *L) {
   kv_class_new(L, PROC_MT, proc_methods, p_close, p_tostring);
   luaL_newlib(L, proc_funcs);
+  kv_set_options(L, proc_options);
   return 1;
 }

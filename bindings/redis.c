@@ -212,13 +212,14 @@ static int l_batch(lua_State *L) {
   return 1;
 }
 
+static const char *const pipeline_keys[] = {"replies", NULL};
+
 /* opts.replies at index i: 1 for "all" (the default), 0 for "errors". */
 static int keep_replies(lua_State *L, int i) {
-  static const char *const keys[] = {"replies", NULL};
   if (lua_isnoneornil(L, i))
     return 1;
   luaL_checktype(L, i, LUA_TTABLE);
-  kv_check_options(L, i, "redis pipeline", keys);
+  kv_check_options(L, i, "redis pipeline", pipeline_keys);
   lua_getfield(L, i, "replies");
   const char *mode = lua_tostring(L, -1);
   int keep = lua_isnil(L, -1) || (mode && strcmp(mode, "all") == 0);
@@ -338,8 +339,9 @@ typedef struct connect_opts {
   lua_Number timeout;
 } connect_opts;
 
+static const char *const connect_keys[] = {"host", "port", "db", "password", "timeout", NULL};
+
 static void read_opts(lua_State *L, connect_opts *o) {
-  static const char *const keys[] = {"host", "port", "db", "password", "timeout", NULL};
   o->host = "127.0.0.1";
   o->password = NULL;
   o->port = 6379;
@@ -348,7 +350,7 @@ static void read_opts(lua_State *L, connect_opts *o) {
   if (lua_isnoneornil(L, 1))
     return;
   luaL_checktype(L, 1, LUA_TTABLE);
-  kv_check_options(L, 1, "redis.connect", keys);
+  kv_check_options(L, 1, "redis.connect", connect_keys);
   /* Strings only: a number converted here would not stay referenced. */
   int t = lua_getfield(L, 1, "host");
   luaL_argcheck(L, t == LUA_TNIL || t == LUA_TSTRING, 1, "host must be a string");
@@ -420,10 +422,14 @@ static const luaL_Reg conn_methods[] = {{"call", conn_call},       {"pcall", con
 
 static const luaL_Reg redis_funcs[] = {{"connect", l_connect}, {"batch", l_batch}, {NULL, NULL}};
 
+static const kv_option_keys redis_options[] = {
+    {"connect", connect_keys}, {"pipeline", pipeline_keys}, {NULL, NULL}};
+
 int luaopen_redis(lua_State *L) {
   kv_class_new(L, CONN_MT, conn_methods, conn_gc, conn_tostring);
   redis_batch_open(L);
   luaL_newlib(L, redis_funcs);
+  kv_set_options(L, redis_options);
   lua_pushfstring(L, "hiredis %d.%d.%d", HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH);
   lua_setfield(L, -2, "version"); /* for `kvengine version` */
   lua_newuserdatauv(L, 0, 0);     /* redis.null: unique, prints as redis.null */

@@ -549,9 +549,10 @@ static zsock *sock_new(lua_State *L, int type) {
   return s;
 }
 
+static const char *const pub_keys[] = {"bind", "connect", "hwm", NULL};
+static const char *const sub_keys[] = {"bind", "connect", "subscribe", "hwm", NULL};
+
 static int open_socket(lua_State *L, int type) {
-  static const char *const pub_keys[] = {"bind", "connect", "hwm", NULL};
-  static const char *const sub_keys[] = {"bind", "connect", "subscribe", "hwm", NULL};
   luaL_checktype(L, 1, LUA_TTABLE);
   kv_check_options(L, 1, type == ZMQ_XPUB ? "zmq.pub" : "zmq.sub",
                    type == ZMQ_XPUB ? pub_keys : sub_keys);
@@ -716,9 +717,12 @@ static const luaL_Reg sock_methods[] = {
 
 static const luaL_Reg zmq_funcs[] = {{"pub", l_pub}, {"sub", l_sub}, {NULL, NULL}};
 
+static const kv_option_keys zmq_options[] = {{"pub", pub_keys}, {"sub", sub_keys}, {NULL, NULL}};
+
 int luaopen_zmq(lua_State *L) {
   kv_class_new(L, SOCK_MT, sock_methods, sock_gc, sock_tostring);
   luaL_newlib(L, zmq_funcs);
+  kv_set_options(L, zmq_options);
   int major, minor, patch;
   zmq_version(&major, &minor, &patch);
   lua_pushfstring(L, "libzmq %d.%d.%d", major, minor, patch);

@@ -174,6 +174,21 @@ int kv_timeout(lua_State *L);
 void kv_check_options(lua_State *L, int idx, const char *fname, const char *const keys[]);
 
 /*
+ * The option keys of a module's calls, as the module publishes them: each
+ * entry names a call ("connect", "pipeline") and the NULL-terminated list
+ * its kv_check_options is given; the array ends with {NULL, NULL}.
+ * kv_set_options adds options[call] = {key, ...} for each to the table at
+ * the top (creating its `options` field), so the editor types of the
+ * option tables (types/) are checked against the lists the checks use.
+ */
+typedef struct kv_option_keys {
+  const char *call;
+  const char *const *keys;
+} kv_option_keys;
+
+void kv_set_options(lua_State *L, const kv_option_keys lists[]);
+
+/*
  * A growable byte buffer: p holds len bytes in room for cap.  Start it
  * zeroed, release it with kv_buf_free.  When memory runs out the buffer
  * keeps what it held and oom is set, so code that appends many pieces can

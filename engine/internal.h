@@ -41,7 +41,7 @@ struct kv_task {
   enum kv_task_state state;
   enum kv_task_end end;
   int nresults;    /* values left on co's stack by a task that ended OK */
-  int observed;    /* somebody took its outcome (task:wait) */
+  int observed;    /* somebody took its outcome (task:wait), or its scope reported it */
   char *traceback; /* for an error: message with traceback */
 };
 
@@ -49,6 +49,7 @@ struct kv_scope {
   kv_scope *prev, *next;  /* every open scope, for an orderly exit */
   kv_resource *resources; /* newest first */
   kv_task *tasks;
+  struct kv_lost *lost; /* errors of tasks nobody can take any more, oldest first */
   char *test;
   char *artifacts;
   int closed;
@@ -74,6 +75,7 @@ void kv_scope_set_root(kv_scope *s);
 void kv_scope_add_task(kv_scope *s, kv_task *t);
 void kv_scope_remove_task(kv_task *t);
 int kv_scope_close(kv_scope *s, lua_State *L); /* pushes a list of unobserved errors */
+void kv_scope_lost_error(kv_scope *s, const char *traceback);
 void kv_scope_unref(kv_scope *s);
 void kv_scope_close_all(lua_State *L);
 

@@ -17,6 +17,7 @@ enum {
   OPT_LIST,
   OPT_TAP,
   OPT_JUNIT,
+  OPT_HTML,
   OPT_SEED,
   OPT_TIMEOUT,
   OPT_FILE_TIMEOUT,
@@ -39,6 +40,7 @@ static const struct option long_options[] = {
     {"list", no_argument, NULL, OPT_LIST},
     {"tap", no_argument, NULL, OPT_TAP},
     {"junit", required_argument, NULL, OPT_JUNIT},
+    {"html", required_argument, NULL, OPT_HTML},
     {"seed", required_argument, NULL, OPT_SEED},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"file-timeout", required_argument, NULL, OPT_FILE_TIMEOUT},
@@ -68,14 +70,17 @@ void kv_usage(void) {
       "       kvengine version               print the versions of the engine and its libraries\n"
       "\n"
       "options:\n"
-      "  -j, --jobs N          run N files at once, each in its own worker process (default 1;\n"
-      "                        a target may lower it: see --target)\n"
+      "  -j, --jobs N          run N files at once, each in its own worker process (default:\n"
+      "                        4 per core, at most one per file: files mostly wait; a target\n"
+      "                        may lower it: see --target)\n"
       "      --filter PATTERN  run only tests whose name matches the Lua pattern\n"
       "      --tags a,b        run only tests tagged a or b\n"
       "      --exclude-tags a  skip tests tagged a\n"
       "      --list            list the tests, run nothing\n"
       "      --tap             report as TAP 13 on stdout\n"
       "      --junit FILE      also write a JUnit XML report to FILE\n"
+      "      --html FILE       also write a self-contained HTML report to FILE: outcomes,\n"
+      "                        failures with their diagnosis, and the charts fixtures send\n"
       "      --seed N          master seed (default: random; printed at start and on failure)\n"
       "      --timeout S       default per-test time limit in seconds (default 30)\n"
       "      --file-timeout S  time limit for a whole file (default 600)\n"
@@ -114,7 +119,7 @@ static int parse_number(const char *opt, const char *s, double min, double *out)
 
 static void defaults(struct kv_options *o) {
   memset(o, 0, sizeof *o);
-  o->jobs = 1;
+  o->jobs = 0; /* automatic: see the pool */
   o->timeout = 30;
   o->file_timeout = 600;
   o->artifacts = "artifacts";
@@ -162,6 +167,9 @@ static int parse_one(struct kv_options *o, int c, const char *arg) {
     return 0;
   case OPT_JUNIT:
     o->junit = arg;
+    return 0;
+  case OPT_HTML:
+    o->html = arg;
     return 0;
   case OPT_SEED:
     if (parse_number("--seed", arg, 1, &v) || v > 2147483647.0)
@@ -274,6 +282,7 @@ void kv_options_push(lua_State *L, const struct kv_options *o) {
   lua_pushboolean(L, o->tap);
   lua_setfield(L, -2, "tap");
   set_string(L, "junit", o->junit);
+  set_string(L, "html", o->html);
   lua_pushinteger(L, o->seed);
   lua_setfield(L, -2, "seed");
   lua_pushnumber(L, o->timeout);

@@ -15,6 +15,7 @@ struct kv_options {
   int list;
   int tap;
   const char *junit;
+  const char *html;
   long seed; /* 0: pick one */
   double timeout;
   double file_timeout;

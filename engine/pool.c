@@ -358,11 +358,22 @@ static int call_lua(const char *module, const char *fn, const char *arg) {
 }
 
 /*
- * A target module may say how many files can run against it at once
- * (engine/lua/target.lua); -j is lowered to that.  Returns -1 when the
- * module is there but broken.
+ * The number of workers: -j, or without it KV_JOBS_PER_CORE per core (a
+ * scenario file mostly waits: on its stack's processes, on Kthena's own
+ * time budgets), at most one per file.  A target module may say how many
+ * files can run against it at once (engine/lua/target.lua); the number is
+ * lowered to that.  Returns -1 when the module is there but broken.
  */
+enum { KV_JOBS_PER_CORE = 4 };
 static int cap_jobs(struct kv_options *o) {
+  int asked = o->jobs > 0;
+  if (!asked) /* files mostly wait on their stacks: more workers than cores */
+    o->jobs = KV_JOBS_PER_CORE * (int)sysconf(_SC_NPROCESSORS_ONLN);
+  size_t files = pool.nfiles * (size_t)o->repeat;
+  if (!asked && files > 0 && (size_t)o->jobs > files)
+    o->jobs = (int)files;
+  if (o->jobs < 1)
+    o->jobs = 1;
   if (!o->target)
     return 0;
   if (call_lua("target", "max_files", o->target) < 0)
@@ -370,8 +381,9 @@ static int cap_jobs(struct kv_options *o) {
   lua_Integer cap = lua_isinteger(pool.L, -1) ? lua_tointeger(pool.L, -1) : 0;
   lua_pop(pool.L, 1);
   if (cap > 0 && cap < o->jobs) {
-    fprintf(stderr, "kvengine: the %s target runs %d file%s at a time: -j %d lowered to %d\n",
-            o->target, (int)cap, cap == 1 ? "" : "s", o->jobs, (int)cap);
+    if (asked)
+      fprintf(stderr, "kvengine: the %s target runs %d file%s at a time: -j %d lowered to %d\n",
+              o->target, (int)cap, cap == 1 ? "" : "s", o->jobs, (int)cap);
     o->jobs = (int)cap;
   }
   return 0;

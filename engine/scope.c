@@ -6,14 +6,24 @@
  * program, runs in the root scope.  Closing a scope abandons the tasks still
  * running in it and closes its resources newest first, so a test that ends,
  * fails or times out leaves no socket, server or child behind.
+ *
+ * A task's error is the scope's to report once nobody can take it any more
+ * (task.c decides when): a test's scope fails its test with it when it
+ * closes; the root scope prints it, since no test is there to fail.
  */
 #include "internal.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
+
+struct kv_lost {
+  struct kv_lost *next;
+  char traceback[];
+};
 
 static kv_scope *root;
 static kv_scope *open_scopes;
@@ -49,11 +59,30 @@ kv_scope *kv_scope_new(const char *test, const char *artifacts) {
   return s;
 }
 
+static void print_lost(const char *traceback) {
+  fprintf(stderr, "kvengine: error in a background task: %s\n", traceback);
+}
+
+/* Free s's lost errors; with push, append them to the list on top of L. */
+static int take_lost(kv_scope *s, lua_State *L, int push, int n) {
+  while (s->lost) {
+    struct kv_lost *l = s->lost;
+    s->lost = l->next;
+    if (push) {
+      lua_pushstring(L, l->traceback);
+      lua_rawseti(L, -2, ++n);
+    }
+    free(l);
+  }
+  return n;
+}
+
 void kv_scope_unref(kv_scope *s) {
   assert(s->refs > 0);
   if (--s->refs > 0)
     return;
   assert(!s->resources && !s->tasks);
+  take_lost(s, NULL, 0, 0);
   free(s->test);
   free(s->artifacts);
   free(s);
@@ -124,6 +153,28 @@ void kv_scope_remove_task(kv_task *t) {
   kv_scope_unref(s);
 }
 
+/*
+ * A task of s ended with an error that nobody took and nobody can take any
+ * more.  A test's open scope keeps it for kv_scope_close, which fails the
+ * test; the root scope (or a closed one) prints it now.
+ */
+void kv_scope_lost_error(kv_scope *s, const char *traceback) {
+  if (!s || s == root || s->closed) {
+    print_lost(traceback);
+    return;
+  }
+  size_t len = strlen(traceback);
+  struct kv_lost *l = malloc(sizeof *l + len + 1);
+  if (!l)
+    abort();
+  memcpy(l->traceback, traceback, len + 1);
+  struct kv_lost **tail = &s->lost; /* oldest first: the first is the one a test reports */
+  while (*tail)
+    tail = &(*tail)->next;
+  l->next = NULL;
+  *tail = l;
+}
+
 static kv_task *first_live_task(kv_scope *s) {
   for (kv_task *t = s->tasks; t; t = t->scope_next)
     if (t->state != KV_TASK_DONE)
@@ -135,7 +186,9 @@ static kv_task *first_live_task(kv_scope *s) {
  * Close s: forget what was deferred on it (the runner has run that),
  * abandon its running tasks, then close its resources newest first.
  * Pushes onto L a list of the tracebacks of tasks that failed while nobody
- * waited for them (a background task's error fails the test).  Idempotent.
+ * waited for them, oldest loss first (a background task's error fails the
+ * test): those already lost, then those whose handles nobody waited with.
+ * Idempotent.
  */
 int kv_scope_close(kv_scope *s, lua_State *L) {
   s->refs++;
@@ -148,7 +201,7 @@ int kv_scope_close(kv_scope *s, lua_State *L) {
     kv_task_abandon(t);
   kv_sched_defer(0);
   lua_newtable(L);
-  int n = 0;
+  int n = take_lost(s, L, 1, 0);
   for (t = s->tasks; t; t = t->scope_next) {
     if (t->end == KV_END_ERROR && !t->observed) {
       t->observed = 1;
@@ -166,10 +219,22 @@ int kv_scope_close(kv_scope *s, lua_State *L) {
   return 1;
 }
 
-/* Close every scope still open, newest first (an interrupted run). */
+/*
+ * Close every scope still open, newest first (an interrupted run, and the
+ * root at the end of every run): the root's errors nobody took are printed.
+ */
 void kv_scope_close_all(lua_State *L) {
   while (open_scopes) {
-    kv_scope_close(open_scopes, L);
+    kv_scope *s = open_scopes;
+    kv_scope_close(s, L);
+    if (s == root) {
+      lua_Integer n = luaL_len(L, -1);
+      for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, -1, i);
+        print_lost(lua_tostring(L, -1));
+        lua_pop(L, 1);
+      }
+    }
     lua_pop(L, 1);
   }
 }

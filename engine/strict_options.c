@@ -6,7 +6,9 @@
  * options table, and the test API (test, eventually), check its keys here:
  * the error names the function, the unknown key and the valid key closest
  * to it by edit distance, at the line of the Lua code that made the call.
- * Lua code reaches the same check as engine.check_options.
+ * Lua code reaches the same check as engine.check_options.  A module
+ * publishes the lists it checks against as its `options` table
+ * (kv_set_options), which the editor types are checked against.
  */
 #include "internal.h"
 
@@ -130,6 +132,24 @@ void kv_check_options(lua_State *L, int idx, const char *fname, const char *cons
   while (keys[n])
     n++;
   check(L, idx, fname, keys, n, 1);
+}
+
+void kv_set_options(lua_State *L, const kv_option_keys lists[]) {
+  if (lua_getfield(L, -1, "options") != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "options");
+  }
+  for (const kv_option_keys *o = lists; o->call; o++) {
+    lua_newtable(L);
+    for (lua_Integer i = 0; o->keys[i]; i++) {
+      lua_pushstring(L, o->keys[i]);
+      lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, o->call);
+  }
+  lua_pop(L, 1);
 }
 
 static int by_name(const void *a, const void *b) {

@@ -17,7 +17,6 @@
 
 #include <assert.h>
 #include <stdalign.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -236,11 +235,19 @@ kv_task *kv_task_new(lua_State *L, kv_scope *scope, int nargs) {
 
 void kv_spawn(lua_State *L, kv_scope *scope, int nargs) { kv_task_new(L, scope, nargs); }
 
+/*
+ * Drop one reference to t.  With the last one gone nobody can take its
+ * outcome any more (no waiter, no Lua handle to wait with), so an error
+ * nobody took is lost to its scope now, and only now: a task that fails
+ * before the code holding its handle gets round to waiting is no loss.
+ */
 void kv_task_release(kv_task *t) {
   assert(t->refs > 0);
   if (--t->refs > 0)
     return;
   assert(t->state == KV_TASK_DONE && !t->waiters && !t->wait);
+  if (t->end == KV_END_ERROR && !t->observed)
+    kv_scope_lost_error(t->scope, t->traceback ? t->traceback : "error");
   kv_scope_remove_task(t);
   if (main_L)
     luaL_unref(main_L, LUA_REGISTRYINDEX, t->ref);
@@ -248,17 +255,10 @@ void kv_task_release(kv_task *t) {
   free(t);
 }
 
-static void report_detached_error(kv_task *t) {
-  if (t->scope && t->scope == kv_scope_root() && t->traceback)
-    fprintf(stderr, "kvengine: error in a background task: %s\n", t->traceback);
-}
-
 static void task_finish(kv_task *t, enum kv_task_end end) {
   t->state = KV_TASK_DONE;
   t->end = end;
   kv_guard_task_done(t);
-  if (!t->waiters && !t->observed && end == KV_END_ERROR)
-    report_detached_error(t);
   while (t->waiters) {
     kv_wait *w = t->waiters;
     kv_wait_unlink(w);

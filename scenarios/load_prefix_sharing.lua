@@ -24,10 +24,12 @@
 --
 -- Figures (the sims' usage.prompt_tokens_details.cached_tokens over prompt
 -- tokens; evicted blocks = blocks each sim had to store beyond its
--- capacity) go to the artifact load.txt and the log. kvcache-aware must
+-- capacity) go to the artifact load.txt, the log and, as a chart of the hit
+-- ratios, the HTML report (engine.report "chart"). kvcache-aware must
 -- reach a clearly higher hit ratio (10 points at least) and fewer evictions
 -- than random; least-request is reported for reference.
 
+local engine = require "engine"
 local http = require "http"
 local json = require "json"
 local kvcache = require "kvcache"
@@ -167,6 +169,10 @@ test("the workload under random, least-request and kvcache-aware routing (figure
     local text = report()
     artifact("load.txt", text)
     log("\n" .. text)
+    local bars = {}
+    for _, p in ipairs(POLICIES) do bars[#bars + 1] = { label = p.name, value = figures[p.name].hit } end
+    engine.report("chart", { title = "cache-hit ratio per routing policy (cached / prompt tokens)", bars = bars,
+      max = 1 })
   end)
 
 test("kvcache-aware routing reaches a clearly higher cache-hit ratio than random routing", function()

@@ -15,18 +15,32 @@
 --     raised through it (expect, fail, eventually) point at the scenario's
 --     line that called it, not at the library.
 --   engine.artifacts_dir() -> the running test's artifacts folder (created);
---     engine.test_name() -> its name ("" outside a test).
+--     engine.test_name() -> its name ("" outside a test);
+--     engine.file_name() -> the scenario file this worker runs ("" outside).
 --   engine.time_scale() -> the factor for default waits (KVENGINE_TIME_SCALE).
 --   engine.target() -> the run's target, or nil; engine.declare_target(name)
 --     says which one the fixture layer picked when none was named.
 --   engine.declare_version(component, version): what a driver started, for
 --     known_gap marks scoped to versions.
+--   engine.report(kind, data): structured data for the reports, attached to
+--     the running test (outside a test, to the file) with the scenario line
+--     that led to the call; the HTML report draws the kinds it knows
+--     ("route", "timeline", "chart"), the other reports ignore them all.
+--   engine.options.test, .eventually, .known_gap: the keys test() and
+--     eventually() check their options against, and a known_gap mark's
+--     fields (as the bindings' module.options: the editor types in types/
+--     are checked against them).
 
+local json = require "json"
 local failure = require "failure"
+local known_gap = require "known_gap"
 local testapi = require "testapi"
 local version = require "version"
 
 local engine = {}
+
+engine.options = { test = testapi.OPTIONS.test, eventually = testapi.OPTIONS.eventually,
+  known_gap = known_gap.FIELD_NAMES }
 
 function engine.scope() return __kv.scope_current() end
 
@@ -49,6 +63,11 @@ function engine.artifacts_dir()
   local reg = testapi.current
   if not reg then error("engine.artifacts_dir: no test runs in this process", 2) end
   return reg.artifacts_dir()
+end
+
+function engine.file_name()
+  local reg = testapi.current
+  return reg and reg.file or ""
 end
 
 function engine.test_name()
@@ -89,5 +108,30 @@ function engine.declare_target(name)
 end
 
 function engine.declare_version(component, v) version.declare(component, v) end
+
+local REPORT_MAX = 256 * 1024 -- bytes of JSON: a report is a summary, not a log
+
+-- Sent to the parent with the other events of the test (report.lua keeps
+-- it with the test). Outside a test run (kvengine serve) nobody reads
+-- reports, and the call does nothing.
+function engine.report(kind, data)
+  if type(kind) ~= "string" or not kind:match("^[%w_%-]+$") then
+    error("engine.report: the kind is a name made of letters, digits, _ and -", 2)
+  end
+  if type(data) ~= "table" then error("engine.report(" .. kind .. "): the data is a table, not " .. type(data), 2) end
+  local ok, text = pcall(json.encode, data)
+  if not ok then
+    local why = tostring(text):match("json: (.*)") or tostring(text)
+    error("engine.report(" .. kind .. "): JSON cannot carry the data: " .. why, 2)
+  end
+  if #text > REPORT_MAX then
+    error(string.format("engine.report(%s): %d bytes of JSON, more than the %d a report may carry", kind, #text,
+      REPORT_MAX), 2)
+  end
+  local reg = testapi.current
+  if not reg then return end
+  reg.emit { ev = "report", test = reg.current and reg.current.name, kind = kind, data = data,
+    where = failure.caller() }
+end
 
 return engine

@@ -22,8 +22,8 @@ function M.helper(source) helpers[source] = true end
 -- The innermost frame that is scenario code: not the engine's own Lua, not
 -- a helper library, not C.  Searched, not counted: tail calls make fixed
 -- levels unreliable.
-local function where()
-  for l = 3, 60 do
+local function where(level)
+  for l = level or 3, 60 do
     local info = debug.getinfo(l, "Sl")
     if not info then return nil end
     if info.currentline and info.currentline > 0 and not info.source:find("^@engine/lua/")
@@ -31,6 +31,12 @@ local function where()
       return info.short_src .. ":" .. info.currentline
     end
   end
+end
+
+-- file:line of the scenario line that led to the caller's caller, or nil.
+function M.caller()
+  local w = where(4) -- not a tail call: this frame counts
+  return w
 end
 
 -- Raise a failure located at the scenario line that led here.

@@ -20,6 +20,11 @@ local M = {}
 
 local FIELDS = { reason = "string", link = "string", match = "string", targets = "table", versions = "table" }
 
+-- The mark's field names, sorted (engine.options.known_gap).
+M.FIELD_NAMES = {}
+for name in pairs(FIELDS) do M.FIELD_NAMES[#M.FIELD_NAMES + 1] = name end
+table.sort(M.FIELD_NAMES)
+
 local SHORT_MAX = 100
 
 -- Edit distance, for naming the field a misspelt key was meant to be.

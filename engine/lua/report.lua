@@ -1,18 +1,20 @@
 -- report.lua - the parent's one stream of report events, and its subscribers.
 --
 -- Workers send JSON lines (runner.lua): file_start, test_start, log,
--- artifact, test_end, test_listed, file_error, file_skip, file_end.  The
--- parent adds what only it can see: a worker that died without file_end.
+-- artifact, report (engine.report's data, kept with its test, or the file),
+-- test_end, test_listed, file_error, file_skip, file_end.  The parent adds
+-- what only it can see: a worker that died without file_end.
 -- This module keeps each run of a file as a job, counts outcomes, hands
 -- events to the reporters as they arrive: the console (or TAP with --tap)
 -- on stdout, line-buffered so that a pipe or a log file gets each line when
--- it is written, and, with --junit, an XML file; and once a file's worker is
+-- it is written, with --junit an XML file, with --html a page that also
+-- draws what engine.report sent; and once a file's worker is
 -- gone it drops the artifacts nobody needs (artifacts.lua).  Every run ends
 -- with the plain line "N passed, N failed, N skipped", where known gaps
 -- count as skipped (and have a line of their own above it).
 
 local artifacts = require "artifacts"
-local cjson = require "cjson"
+local json = require "json"
 
 local M = { exit_code = 0 }
 
@@ -47,7 +49,7 @@ function M.start(opts, files, tty)
     jobs = {}, reporters = {}, started = now(), infra = false, artifacts = artifacts.new(opts) }
   for run = 1, opts["repeat"] do
     for _, f in ipairs(files) do
-      local job = { file = f, run = run, tests = {}, errors = {}, output = {}, logs = {} }
+      local job = { file = f, run = run, tests = {}, errors = {}, output = {}, logs = {}, reports = {} }
       state.order[#state.order + 1] = job
       state.jobs[run .. ":" .. f] = job
     end
@@ -63,6 +65,9 @@ function M.start(opts, files, tty)
   if opts.junit then
     state.reporters[#state.reporters + 1] = require("report_junit").new(opts)
   end
+  if opts.html then
+    state.reporters[#state.reporters + 1] = require("report_html").new(opts)
+  end
   each_reporter("start", { seed = opts.seed, files = #files, jobs = #state.order, command = opts.command })
   return nil
 end
@@ -76,12 +81,17 @@ function handlers.file_start(job, ev)
 end
 
 function handlers.test_start(job, ev)
-  job.current = { name = ev.name, logs = {}, artifacts = {} }
+  job.current = { name = ev.name, logs = {}, artifacts = {}, reports = {} }
 end
 
 function handlers.log(job, ev)
   local target = job.current and job.current.name == ev.test and job.current.logs or job.logs
   target[#target + 1] = ev.msg
+end
+
+function handlers.report(job, ev)
+  local owner = job.current and job.current.name == ev.test and job.current or job
+  owner.reports[#owner.reports + 1] = { kind = ev.kind, data = ev.data, where = ev.where }
 end
 
 function handlers.artifact(job, ev)
@@ -91,8 +101,8 @@ function handlers.artifact(job, ev)
 end
 
 function handlers.test_end(job, ev)
-  local cur = job.current or { logs = {}, artifacts = {} }
-  ev.logs, ev.saved = cur.logs, cur.artifacts
+  local cur = job.current or { logs = {}, artifacts = {}, reports = {} }
+  ev.logs, ev.saved, ev.reports = cur.logs, cur.artifacts, cur.reports
   job.current = nil
   job.tests[#job.tests + 1] = ev
   if ev.status == "pass" then
@@ -137,7 +147,7 @@ end
 -- One event line from the worker running `file` for the run-th time.
 -- Returns true on a failure.
 function M.event(file, run, line)
-  local ok, ev = pcall(cjson.decode, line)
+  local ok, ev = pcall(json.decode, line) -- integral numbers stay integers
   local job = job_of(file, run)
   if not ok or type(ev) ~= "table" or not job then
     if job then table.insert(job.output, "(bad event) " .. line .. "\n") end

@@ -26,6 +26,7 @@ local DEFAULT_INTERVAL = 0.05
 -- The keys test() and eventually() take (known_gap's own fields are its own).
 local TEST_OPTIONS = { "timeout", "tags", "skip", "known_gap" }
 local EVENTUALLY_OPTIONS = { "timeout", "interval" }
+M.OPTIONS = { test = TEST_OPTIONS, eventually = EVENTUALLY_OPTIONS }
 
 -- engine.lua requires this module: ask it for the time scale when needed.
 local function time_scale() return require("engine").time_scale() end
@@ -98,6 +99,7 @@ function M.install(file, emit)
     file = file, tests = {}, names = {},
     hooks = { before_all = {}, after_all = {}, before_each = {}, after_each = {} },
     on_failure = {}, current = nil, -- current = {name=, dir=, on_failure = {}}
+    emit = emit, -- a report event to the parent (engine.report)
   }
   M.current = reg
 

@@ -1,0 +1,185 @@
+#!/bin/sh
+# Builds the kthena target's two programs (docs/targets.md) into build/kthena/:
+#
+#   kthena-harness       Kthena's router run out of cluster (fixtures/kthena)
+#   llm-d-inference-sim  the real simulator (fixtures/kthena/sim, CGO_ENABLED=0)
+#
+# Which Kthena: by default the version fixtures/kthena/go.mod pins,
+# v1.0.0, the only one the Go module proxy serves (it refuses the
+# pseudo-versions of main). KTHENA_DIR=/path/to/kthena builds against that
+# checkout instead, and KTHENA_VERSION=vX.Y.Z against another tagged
+# release; either way a copy of go.mod in build/kthena/mod is edited and
+# used with -modfile, never the committed file. The controller constructors
+# changed after v1.0.0; the build tag for them is chosen by reading the
+# constructor's signature in the source being built (KTHENA_CTOR=plain|err
+# overrides). The simulator's version is the one fixtures/kthena/sim/go.mod
+# requires.
+#
+# KTHENA_RUNTIME=real (with KTHENA_DIR) also makes a virtualenv for that
+# checkout's runtime sidecar, which the kthena target then runs instead of
+# the project's (fixtures/targets/kthena.lua).
+#
+# KTHENA_OUT=DIR builds into DIR instead (a second build beside the usual
+# one; the driver finds it through KVENGINE_KTHENA_BIN=DIR).
+#
+# Go comes from PATH (GOTOOLCHAIN=local: never a downloaded toolchain);
+# the default module and build caches are reused between runs. Nothing is
+# rebuilt when the sources, the Kthena source and the settings are as at
+# the last build (build/kthena/stamp).
+#
+#   ci/kthena/build.sh          build what is out of date
+#   ci/kthena/build.sh --check  exit 0 when up to date, 4 when not
+#
+# Exit status: 0 built (or up to date), 1 the build failed, 3 an
+# infrastructure problem (no Go, a Go older than the modules need, the
+# module proxy unreachable), 4 out of date (--check).
+set -eu
+
+repo=$(CDPATH="" cd -- "$(dirname -- "$0")/../.." && pwd)
+out=${KTHENA_OUT:-"$repo/build/kthena"}
+harness_src="$repo/fixtures/kthena"
+sim_src="$harness_src/sim"
+export GOTOOLCHAIN=local
+check=0
+[ "${1:-}" = "--check" ] && check=1
+
+say() { echo "kthena build: $*" >&2; }
+infra() {
+  say "$*"
+  exit 3
+}
+
+command -v go >/dev/null 2>&1 || infra "no Go on PATH: install Go (https://go.dev/dl/, or Debian's golang-go if recent enough)"
+
+# The Go a go.mod asks for (its `go` line).
+go_line() { sed -n 's/^go \([0-9.]*\).*/\1/p' "$1" | head -n 1; }
+have=$(go env GOVERSION | sed 's/^go//')
+need_go() { # need_go VERSION WHAT
+  [ -n "$1" ] || return 0
+  lowest=$(printf '%s\n%s\n' "$1" "$have" | sort -V | head -n 1)
+  [ "$lowest" = "$1" ] || infra "$2 needs Go $1 or newer; go on PATH is $have: install a newer Go"
+}
+need_go "$(go_line "$harness_src/go.mod")" "fixtures/kthena"
+need_go "$(go_line "$sim_src/go.mod")" "fixtures/kthena/sim"
+
+kthena_dir=""
+if [ -n "${KTHENA_DIR:-}" ]; then
+  [ -f "$KTHENA_DIR/go.mod" ] || infra "KTHENA_DIR=$KTHENA_DIR has no go.mod: give a Kthena checkout"
+  kthena_dir=$(CDPATH="" cd -- "$KTHENA_DIR" && pwd)
+  need_go "$(go_line "$kthena_dir/go.mod")" "Kthena at $kthena_dir"
+fi
+version=${KTHENA_VERSION:-}
+runtime=${KTHENA_RUNTIME:-}
+case "$runtime" in
+"" | local) runtime="" ;;
+real) [ -n "$kthena_dir" ] || infra "KTHENA_RUNTIME=real runs a checkout's runtime: set KTHENA_DIR too" ;;
+*) infra "KTHENA_RUNTIME=$runtime: local (the project's runtime) or real (KTHENA_DIR's python/kthena/runtime)" ;;
+esac
+
+# A fingerprint of the contents of every file a build reads (tests aside).
+fingerprint() {
+  find "$@" -type f \( -name '*.go' -o -name go.mod -o -name go.sum -o -name '*.sh' \) ! -name '*_test.go' \
+    -exec sha256sum {} + 2>/dev/null | LC_ALL=C sort -k 2 | sha256sum | cut -c1-16
+}
+sources="$(fingerprint "$harness_src" "$repo/ci/kthena/build.sh")"
+[ -n "$kthena_dir" ] && sources="$sources $(fingerprint "$kthena_dir/go.mod" "$kthena_dir/go.sum" \
+  "$kthena_dir/pkg" "$kthena_dir/client-go")"
+[ -n "$runtime" ] && sources="$sources runtime=$(fingerprint "$kthena_dir/python/kthena/runtime/requirements.txt" \
+  "$kthena_dir/python/kthena/downloader/requirements.txt" 2>/dev/null)"
+want="dir=$kthena_dir version=$version ctor=${KTHENA_CTOR:-} go=$have sources=$sources"
+if [ -x "$out/kthena-harness" ] && [ -x "$out/llm-d-inference-sim" ] && [ -f "$out/stamp" ] &&
+  { [ -z "$runtime" ] || [ -x "$out/venv/bin/python" ]; } &&
+  [ "$(cat "$out/stamp")" = "$want" ]; then
+  exit 0
+fi
+if [ "$check" = 1 ]; then
+  say "build/kthena is missing or out of date (KTHENA_DIR='$kthena_dir' KTHENA_VERSION='$version')"
+  exit 4
+fi
+mkdir -p "$out/mod"
+
+# go "$@" (output kept for the log), an unreachable proxy being an
+# infrastructure error and any other failure a build failure.
+run_go() {
+  if ! log=$("$@" 2>&1); then
+    printf '%s\n' "$log" >&2
+    case "$log" in
+      *"dial tcp"* | *"no such host"* | *"i/o timeout"* | *"connection refused"* | *"TLS handshake"* | \
+        *"403 Forbidden"* | *"404 Not Found"* | *"410 Gone"* | *"unrecognized import path"*)
+        infra "the Go module proxy ($(go env GOPROXY)) could not serve a module (above): check the network and GOPROXY" ;;
+    esac
+    say "'$*' failed (above)"
+    exit 1
+  fi
+}
+
+# The module file the harness builds with.
+modfile="$harness_src/go.mod"
+if [ -n "$kthena_dir" ] || [ -n "$version" ]; then
+  modfile="$out/mod/go.mod"
+  cp "$harness_src/go.mod" "$modfile"
+  cp "$harness_src/go.sum" "$out/mod/go.sum"
+  (
+    cd "$harness_src"
+    if [ -n "$version" ]; then
+      go mod edit -modfile="$modfile" -require="github.com/volcano-sh/kthena@$version"
+    fi
+    if [ -n "$kthena_dir" ]; then
+      go mod edit -modfile="$modfile" -replace="github.com/volcano-sh/kthena=$kthena_dir"
+    fi
+  )
+  (cd "$harness_src" && run_go go mod tidy -modfile="$modfile")
+fi
+
+# The controller constructors' shape in the source being built.
+src=$kthena_dir
+if [ -z "$src" ]; then
+  src=$(cd "$harness_src" && go list -modfile="$modfile" -m -f '{{.Dir}}' github.com/volcano-sh/kthena)
+fi
+ctor=${KTHENA_CTOR:-}
+if [ -z "$ctor" ]; then
+  if grep -q '^) (\*ModelServerController, error) {' "$src/pkg/kthena-router/controller/modelserver_controller.go"; then
+    ctor=err
+  else
+    ctor=plain
+  fi
+fi
+tags=""
+[ "$ctor" = err ] && tags="kthena_ctor_err"
+case "$ctor" in plain | err) ;; *) infra "KTHENA_CTOR=$ctor: plain (v1.0.0) or err (later)" ;; esac
+
+if [ -n "$kthena_dir" ]; then
+  what="Kthena checkout $kthena_dir"
+  rev=$(git -C "$kthena_dir" rev-parse --short HEAD 2>/dev/null || true)
+  [ -n "$rev" ] && what="$what ($rev)"
+else
+  what="github.com/volcano-sh/kthena $(cd "$harness_src" && go list -modfile="$modfile" -m -f '{{.Version}}' github.com/volcano-sh/kthena)"
+fi
+say "building the router harness against $what (constructors: $ctor)"
+start=$(date +%s)
+(cd "$harness_src" && run_go go build -modfile="$modfile" -tags "$tags" -o "$out/kthena-harness.new" .)
+mv "$out/kthena-harness.new" "$out/kthena-harness"
+
+say "building llm-d-inference-sim $(cd "$sim_src" && go list -m -f '{{.Version}}' github.com/llm-d/llm-d-inference-sim)"
+(cd "$sim_src" && run_go env CGO_ENABLED=0 go build -o "$out/llm-d-inference-sim.new" \
+  github.com/llm-d/llm-d-inference-sim/cmd/llm-d-inference-sim)
+mv "$out/llm-d-inference-sim.new" "$out/llm-d-inference-sim"
+
+# Kthena's own runtime sidecar (KTHENA_RUNTIME=real): the checkout's Python
+# code, run from a virtualenv made from its requirements (PyPI).
+if [ -n "$runtime" ]; then
+  say "making the runtime's virtualenv from $kthena_dir/python/kthena/{runtime,downloader}/requirements.txt"
+  rm -rf "$out/venv"
+  python3 -m venv "$out/venv" || infra "python3 -m venv failed: install python3-venv"
+  reqs="-r $kthena_dir/python/kthena/runtime/requirements.txt"
+  [ -f "$kthena_dir/python/kthena/downloader/requirements.txt" ] &&
+    reqs="$reqs -r $kthena_dir/python/kthena/downloader/requirements.txt"
+  # shellcheck disable=SC2086 # the -r pairs are separate words
+  "$out/venv/bin/pip" install -q $reqs >&2 || infra "pip could not install the runtime's requirements (PyPI reachable?)"
+else
+  rm -rf "$out/venv"
+fi
+
+printf '%s\n' "$what" >"$out/version"
+printf '%s\n' "$want" >"$out/stamp"
+say "done in $(($(date +%s) - start)) s: $out"

@@ -1,0 +1,60 @@
+---@meta zmq
+-- `local zmq = require "zmq"`: ZeroMQ publishers (XPUB) and subscribers on the loop
+-- (bindings/zmq.c; docs/api-modules.md). Option classes are checked against zmq.options.
+
+---The options of zmq.pub.
+---@class zmq.options.pub
+---@field bind? string|string[]  e.g. "tcp://127.0.0.1:0"
+---@field connect? string|string[]
+---@field hwm? integer  high-water mark (messages); zmq.event_hwm for event publishers
+
+---The options of zmq.sub.
+---@class zmq.options.sub
+---@field bind? string|string[]
+---@field connect? string|string[]
+---@field subscribe? string|string[]  topic prefixes; default none
+---@field hwm? integer
+
+---A pub or a sub socket.
+---@class ZmqSocket
+local ZmqSocket = {}
+
+---Send one message of frames (byte strings); never blocks (drops at the high-water mark).
+---@param frames string[]
+---@return true?, string?
+function ZmqSocket:send(frames) end
+
+---The next message (sub); without a timeout, waits until the test's own limit.
+---@param timeout? number
+---@return string[]?, string?  frames | nil, "timeout"
+function ZmqSocket:recv(timeout) end
+
+---True once a live subscription is a prefix of topic (pub).
+---@param topic string
+---@param timeout? number
+---@return true?, string?  true | nil, "timeout"
+function ZmqSocket:wait_subscribed(topic, timeout) end
+
+---The i-th bound endpoint (default 1), port 0 resolved; nil when none.
+---@param i? integer
+---@return string?
+function ZmqSocket:endpoint(i) end
+
+function ZmqSocket:close() end
+
+---@class zmq
+---@field version string  libzmq's
+---@field event_hwm integer  the high-water mark event publishers use (100,000)
+---@field options {pub: string[], sub: string[]}  the keys the option checks take
+local zmq = {}
+
+---An XPUB socket.
+---@param opts zmq.options.pub
+---@return ZmqSocket?, string?
+function zmq.pub(opts) end
+
+---@param opts zmq.options.sub
+---@return ZmqSocket?, string?
+function zmq.sub(opts) end
+
+return zmq
