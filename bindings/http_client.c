@@ -702,7 +702,7 @@ static const char *const request_keys[] = {"method", "url",     "headers", "body
 static const char *const get_keys[] = {"headers", "body", "json", "timeout", "stream", NULL};
 static const char *const post_keys[] = {"method",  "headers", "body", "json",
                                         "timeout", "stream",  NULL};
-static const char *const batch_keys[] = {"concurrency", NULL};
+static const char *const batch_keys[] = {"concurrency", "summary", NULL};
 
 const kv_option_keys kvh_client_options[] = {{"request", request_keys},
                                              {"get", get_keys},
@@ -796,7 +796,11 @@ static int batch_done(lua_State *L, int status, lua_KContext ctx) {
   return 1;
 }
 
-/* http.batch(requests, {concurrency = n}) -> results in order (response or {err = msg}) */
+/*
+ * http.batch(requests, {concurrency = n}) -> results in order (response or
+ * {err = msg}); with summary = true, counts and a latency histogram from the
+ * load client (http_load.c) instead.
+ */
 int kvh_batch(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   for (lua_Integer i = 1, total = luaL_len(L, 1); i <= total; i++) { /* before any is sent */
@@ -811,6 +815,8 @@ int kvh_batch(lua_State *L) {
     if (lua_getfield(L, 2, "concurrency") != LUA_TNIL)
       n = luaL_checkinteger(L, -1);
     luaL_argcheck(L, n >= 1 && n <= 100000, 2, "concurrency must be at least 1");
+    if (lua_getfield(L, 2, "summary") == LUA_TBOOLEAN && lua_toboolean(L, -1))
+      return kvh_batch_summary(L, (int)n);
   }
   lua_settop(L, 1);
   return call_run(L, (int)n, batch_done);

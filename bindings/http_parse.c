@@ -1,5 +1,6 @@
 /*
- * http_parse.c - requests out of bytes, with http-parser 2.9 underneath.
+ * http_parse.c - requests and responses out of bytes, with http-parser 2.9
+ * underneath.
  *
  * The parser's callbacks copy the pieces of one request into a
  * kv_http_request; on_message_complete pauses the parser, so one feed yields
@@ -9,6 +10,10 @@
  * answered with 431), the target by 64 KiB (414, the URL parser's offsets are
  * 16-bit) and the body by max_body (413, checked against Content-Length
  * before any body byte is read, and while chunks arrive).
+ *
+ * Responses (kv_hr, for the load client) are parsed in place: no callback
+ * copies anything, the body is only framed, so a response costs the parser's
+ * pass over its bytes and nothing else.
  */
 #include "http_parse.h"
 
@@ -284,6 +289,132 @@ kv_http_request *kv_hp_take(kv_hp *p) {
 int kv_hp_error_status(const kv_hp *p) { return p->status; }
 
 const char *kv_hp_error_text(const kv_hp *p) { return p->why ? p->why : "no error"; }
+
+/* -------------------------------------------------------------- responses */
+
+struct kv_hr {
+  http_parser parser; /* first, as in kv_hp */
+  int head;           /* the expected response answers a HEAD */
+  int started;        /* a byte of it arrived */
+  int complete;       /* on_message_complete ran for it */
+  int status, keep_alive;
+  const char *why;
+};
+
+static kv_hr *hr_of(http_parser *parser) { return (kv_hr *)parser; }
+
+/* 1 tells http-parser that this response has no body (it answers a HEAD). */
+static int hr_headers_complete(http_parser *parser) { return hr_of(parser)->head ? 1 : 0; }
+
+static int hr_message_complete(http_parser *parser) {
+  kv_hr *p = hr_of(parser);
+  if (parser->status_code >= 100 && parser->status_code < 200 && parser->status_code != 101)
+    return 0; /* 100 Continue and the like: the real answer follows */
+  p->complete = 1;
+  p->status = parser->status_code;
+  p->keep_alive = http_should_keep_alive(parser) && !parser->upgrade;
+  http_parser_pause(parser, 1); /* one response per feed */
+  return 0;
+}
+
+static const http_parser_settings response_settings = {
+    .on_headers_complete = hr_headers_complete,
+    .on_message_complete = hr_message_complete,
+};
+
+kv_hr *kv_hr_new(void) {
+  kv_hr *p = calloc(1, sizeof *p);
+  if (p)
+    http_parser_init(&p->parser, HTTP_RESPONSE);
+  return p;
+}
+
+void kv_hr_free(kv_hr *p) { free(p); }
+
+void kv_hr_expect(kv_hr *p, int head) {
+  http_parser_init(&p->parser, HTTP_RESPONSE);
+  p->head = head;
+  p->started = p->complete = 0;
+}
+
+static kv_hr_result hr_outcome(kv_hr *p, size_t n, size_t len) {
+  enum http_errno e = HTTP_PARSER_ERRNO(&p->parser);
+  if (p->complete) {
+    if (e == HPE_PAUSED)
+      http_parser_pause(&p->parser, 0);
+    return KV_HR_RESPONSE;
+  }
+  if (e != HPE_OK || n != len) {
+    p->why = http_errno_description(e);
+    return KV_HR_ERROR;
+  }
+  return KV_HR_MORE;
+}
+
+kv_hr_result kv_hr_feed(kv_hr *p, const char *data, size_t len, size_t *used) {
+  *used = 0;
+  if (p->complete || len == 0)
+    return p->complete ? KV_HR_RESPONSE : KV_HR_MORE;
+  p->started = 1;
+  size_t n = http_parser_execute(&p->parser, &response_settings, data, len);
+  *used = n;
+  return hr_outcome(p, n, len);
+}
+
+kv_hr_result kv_hr_eof(kv_hr *p) {
+  if (p->complete)
+    return KV_HR_RESPONSE;
+  if (!p->started) {
+    p->why = "connection closed before the response";
+    return KV_HR_ERROR;
+  }
+  http_parser_execute(&p->parser, &response_settings, NULL, 0); /* a zero-length feed is EOF */
+  kv_hr_result r = hr_outcome(p, 0, 0);
+  if (r == KV_HR_MORE) {
+    p->why = "connection closed mid-response";
+    return KV_HR_ERROR;
+  }
+  return r;
+}
+
+int kv_hr_status(const kv_hr *p) { return p->status; }
+
+int kv_hr_keep_alive(const kv_hr *p) { return p->keep_alive; }
+
+int kv_hr_started(const kv_hr *p) { return p->started; }
+
+const char *kv_hr_error_text(const kv_hr *p) { return p->why ? p->why : "no error"; }
+
+/* ------------------------------------------------------------------- URLs */
+
+static kv_http_range url_field(const struct http_parser_url *u, int f) {
+  if (!(u->field_set & (1 << f)))
+    return (kv_http_range){0, 0};
+  return (kv_http_range){u->field_data[f].off, u->field_data[f].len};
+}
+
+int kv_http_split_url(const char *url, size_t len, kv_http_url *out) {
+  struct http_parser_url u;
+  http_parser_url_init(&u);
+  if (http_parser_parse_url(url, len, 0, &u) || !(u.field_set & (1 << UF_HOST)) ||
+      !(u.field_set & (1 << UF_SCHEMA)))
+    return -1;
+  out->scheme = url_field(&u, UF_SCHEMA);
+  out->host = url_field(&u, UF_HOST);
+  out->port = (u.field_set & (1 << UF_PORT)) ? u.port : 80;
+  /* The authority runs from the host (its '[' for IPv6) to the port's end. */
+  size_t from = out->host.off, to = out->host.off + out->host.len;
+  if (from > 0 && url[from - 1] == '[')
+    from--, to++;
+  if (u.field_set & (1 << UF_PORT))
+    to = u.field_data[UF_PORT].off + u.field_data[UF_PORT].len;
+  out->authority = (kv_http_range){from, to - from};
+  kv_http_range path = url_field(&u, UF_PATH), query = url_field(&u, UF_QUERY);
+  size_t start = path.len ? path.off : query.len ? query.off - 1 : to;
+  size_t end = query.len ? query.off + query.len : path.len ? path.off + path.len : to;
+  out->target = (kv_http_range){start, end - start};
+  return 0;
+}
 
 const char *kv_http_status_text(int status) {
   const char *s = http_status_str((enum http_status)status);

@@ -1,10 +1,14 @@
 /*
- * http_parse.h - the HTTP/1.x request parser behind the http server.
+ * http_parse.h - the HTTP/1.x parsers behind the http server and the load
+ * client.
  *
  * The server never reads HTTP syntax itself: it feeds the bytes a
  * connection received to a kv_hp and gets back whole requests (method,
  * target split into path and query, lower-cased headers, body) or an error
- * with the status code to answer.  This file and http_parse.c are the only
+ * with the status code to answer.  The load client (http_load.c) feeds
+ * response bytes to a kv_hr, which copies nothing: it reports a response's
+ * status, whether the connection stays open and where the next response
+ * starts.  URLs are split here too.  This file and http_parse.c are the only
  * places that know the parser library (Debian's http-parser 2.9); llhttp has
  * the same callback model and can replace it here alone.
  *
@@ -68,6 +72,57 @@ void kv_http_request_free(kv_http_request *r);
 /* After KV_HP_ERROR: the status to answer (400, 413, 431) and why. */
 int kv_hp_error_status(const kv_hp *p);
 const char *kv_hp_error_text(const kv_hp *p);
+
+/* ------------------------------------------------------------- responses */
+
+typedef enum kv_hr_result {
+  KV_HR_MORE,     /* every byte was consumed; the response is not complete */
+  KV_HR_RESPONSE, /* a response is complete: kv_hr_status, kv_hr_keep_alive */
+  KV_HR_ERROR,    /* not HTTP, or cut short: the connection is unusable */
+} kv_hr_result;
+
+typedef struct kv_hr kv_hr;
+
+/* A response parser for one connection. */
+kv_hr *kv_hr_new(void);
+void kv_hr_free(kv_hr *p);
+
+/*
+ * Get ready for the response to the request about to be sent; head: it
+ * answers a HEAD request, so it has no body whatever its headers say.
+ */
+void kv_hr_expect(kv_hr *p, int head);
+
+/*
+ * Parse up to len bytes of the expected response; *used is set to how many
+ * were consumed.  Informational (1xx) responses are skipped.  Bytes after a
+ * complete response were not asked for (no request is pipelined).
+ */
+kv_hr_result kv_hr_feed(kv_hr *p, const char *data, size_t len, size_t *used);
+
+/* The peer closed: completes a response whose body runs to the close. */
+kv_hr_result kv_hr_eof(kv_hr *p);
+
+int kv_hr_status(const kv_hr *p);     /* of the last complete response */
+int kv_hr_keep_alive(const kv_hr *p); /* the connection may carry another request */
+int kv_hr_started(const kv_hr *p);    /* a byte of the expected response arrived */
+const char *kv_hr_error_text(const kv_hr *p);
+
+/* ------------------------------------------------------------------ URLs */
+
+typedef struct kv_http_range {
+  size_t off, len;
+} kv_http_range;
+
+/* An absolute http URL, as offsets into its text. */
+typedef struct kv_http_url {
+  kv_http_range scheme, host, authority; /* host without brackets; authority as sent in Host */
+  kv_http_range target;                  /* path and query; send "/" first if it lacks one */
+  int port;                              /* the URL's, else 80 */
+} kv_http_url;
+
+/* Split url (len bytes); 0, or -1 when it is not an absolute URL with a host. */
+int kv_http_split_url(const char *url, size_t len, kv_http_url *out);
 
 /* The reason phrase of a status code ("Not Found"), "Unknown" if none. */
 const char *kv_http_status_text(int status);

@@ -32,6 +32,19 @@
 ---The options of http.batch(requests, opts).
 ---@class http.options.batch
 ---@field concurrency? integer  transfers in flight at once; default 16
+---@field summary? boolean  counts and a latency histogram from the load client, not responses
+
+---The options of http.load: one request, sent at a fixed rate (an open loop).
+---@class http.options.load
+---@field url string  http://, to an IP address or localhost
+---@field method? string
+---@field headers? table<string, string|number>
+---@field body? string
+---@field json? any
+---@field timeout? number  seconds a request may take, or wait for a connection; default 30
+---@field rate number  requests per second
+---@field duration number  seconds
+---@field concurrency? integer  connections at most; default 16
 
 ---The options of http.listen.
 ---@class http.options.listen
@@ -88,6 +101,53 @@ function HttpResponse:write(chunk) end
 ---@return true?, string?
 function HttpResponse:finish(body) end
 
+---What the load client answers with (http.load, http.batch{summary = true}).
+---@class HttpLoadResult
+---@field sent integer  requests written
+---@field ok integer  answers with a 2xx or 3xx status
+---@field errors integer  requests without an answer (refused, reset, not HTTP, timeout)
+---@field dropped? integer  http.load: due requests that waited past their timeout, not sent
+---@field statuses table<integer, integer>  answers per status
+---@field latency HttpHistogram  http.load: from the due time; a batch: from sending
+---@field uncorrected? HttpHistogram  http.load: from sending
+---@field elapsed number  seconds
+---@field first_error? string
+
+---Latencies in log-linear buckets: a percentile at most 1/128 above the true value.
+---@class HttpHistogram
+local HttpHistogram = {}
+
+---Count a value (n times).
+---@param seconds number
+---@param n? integer
+---@return HttpHistogram
+function HttpHistogram:record(seconds, n) end
+
+---@param p number  0..100
+---@return number?  seconds; nil when empty
+function HttpHistogram:percentile(p) end
+
+---Add other's counts.
+---@param other HttpHistogram
+---@return HttpHistogram
+function HttpHistogram:merge(other) end
+
+---@return integer
+function HttpHistogram:count() end
+
+---@return number?
+function HttpHistogram:min() end
+
+---@return number?
+function HttpHistogram:max() end
+
+---@return number?
+function HttpHistogram:mean() end
+
+---count, min, max, mean, p50, p90, p99, p99.9 and the buckets, as JSON text.
+---@return string
+function HttpHistogram:json() end
+
 ---@class HttpServer
 local HttpServer = {}
 
@@ -99,7 +159,7 @@ function HttpServer:close() end
 
 ---@class http
 ---@field version string  libcurl's and http-parser's
----@field options {request: string[], get: string[], post: string[], batch: string[], listen: string[]}  the keys the option checks take
+---@field options {request: string[], get: string[], post: string[], batch: string[], load: string[], listen: string[]}  the keys the option checks take
 local http = {}
 
 ---@param opts http.options.request
@@ -117,11 +177,22 @@ function http.get(url, opts) end
 ---@return HttpResult?, string?
 function http.post(url, body_or_opts) end
 
----results[i] answers requests[i] (a request table, or a URL to GET): a response, or {err = msg}.
+---results[i] answers requests[i] (a request table, or a URL to GET): a response, or {err = msg};
+---with summary = true, counts and a latency histogram instead (one origin, no stream).
 ---@param requests (http.options.request|string)[]
 ---@param opts? http.options.batch
----@return (HttpResult|{err: string})[]
+---@return (HttpResult|{err: string})[]|HttpLoadResult
 function http.batch(requests, opts) end
+
+---An open loop: request k is due at start + k / rate; latency counts from its due time.
+---@param opts http.options.load
+---@return HttpLoadResult
+function http.load(opts) end
+
+---An empty histogram, or the one h:json() wrote (decoded).
+---@param decoded? table
+---@return HttpHistogram
+function http.histogram(decoded) end
 
 ---@param opts http.options.listen
 ---@return HttpServer?, string?

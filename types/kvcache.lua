@@ -139,6 +139,18 @@
 ---@field completions? integer|"timeout"
 ---@field events? "drop"
 
+---The options of stack:sweep: rates in order until p99 crosses p99_limit.
+---@class kvcache.options.sweep
+---@field rates number[]  requests per second, tried in order
+---@field p99_limit number  seconds
+---@field duration? number  seconds a rate; default 2
+---@field concurrency? integer  connections at most; default 32
+---@field prompt? string  a completion's prompt (the default when no messages)
+---@field messages? table[]  a chat's messages
+---@field model? string  default the stack's
+---@field max_tokens? integer  default 1
+---@field timeout? number  seconds a request; default 30
+
 -- -------------------------------------------------------------------- data
 
 ---stack:pod(name): a copy of the driver's record.
@@ -311,6 +323,11 @@ function KvStack:expect_routed(o) end
 ---@param o kvcache.options.explain
 ---@return string  the first broken link of the data path
 function KvStack:explain(o) end
+
+---http.load through the router at each rate until p99 crosses the limit (or over 1% fail).
+---@param o kvcache.options.sweep
+---@return {points: {rate: number, sent: integer, ok: integer, errors: integer, dropped: integer, p50: number, p90: number, p99: number, p999: number, latency: HttpHistogram}[], limit: number, crossed_at: number?, last_under: number?, report: string}
+function KvStack:sweep(o) end
 
 ---Dump the data path into dir (default a new folder under the stack's); also done by
 ---itself when a test fails.

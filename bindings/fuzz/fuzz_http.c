@@ -1,11 +1,14 @@
 /*
- * fuzz_http.c - libFuzzer target for the server's request path (http_parse.c).
+ * fuzz_http.c - libFuzzer target for http_parse.c: the server's request path
+ * and the load client's response path.
  *
  * It plays the part of a server connection: the first input byte picks how
  * many bytes arrive per read, the rest is the byte stream.  Unparsed bytes
  * are kept and fed again, exactly as http_server.c does, so pipelining,
  * requests split at every position and error paths are all reached.  Each
- * request handed out is checked against the wrapper's contract.
+ * request handed out is checked against the wrapper's contract.  Then the
+ * same bytes, read the same way, are a load client's responses
+ * (http_load.c): one expected at a time, the next after each complete one.
  */
 #include "http_parse.h"
 
@@ -40,6 +43,32 @@ static void check(const kv_http_request *r) {
     sum += strlen(h->value);
   }
   (void)sum;
+}
+
+/* The bytes as responses, as http_load.c reads them. */
+static void fuzz_responses(const uint8_t *data, size_t size, size_t step) {
+  kv_hr *p = kv_hr_new();
+  assert(p);
+  kv_hr_expect(p, step % 7 == 0); /* now and then the answer to a HEAD */
+  kv_hr_result r = KV_HR_MORE;
+  for (size_t off = 0; off < size && r != KV_HR_ERROR;) {
+    size_t n = size - off < step ? size - off : step, used;
+    r = kv_hr_feed(p, (const char *)data + off, n, &used);
+    assert(used <= n);
+    assert(kv_hr_started(p));
+    if (r == KV_HR_RESPONSE) {
+      assert(kv_hr_status(p) >= 0 && kv_hr_status(p) <= 999);
+      kv_hr_expect(p, 0);
+      off += used; /* what follows is the next response */
+    } else {
+      off += n;
+    }
+  }
+  if (r == KV_HR_ERROR)
+    assert(kv_hr_error_text(p)[0] != '\0');
+  else if (kv_hr_eof(p) == KV_HR_RESPONSE)
+    assert(kv_hr_status(p) >= 0 && kv_hr_status(p) <= 999);
+  kv_hr_free(p);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -82,5 +111,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   assert(requests <= heads);
   free(in);
   kv_hp_free(p);
+  fuzz_responses(data, size, step);
   return 0;
 }
