@@ -34,10 +34,31 @@ for b in fixtures/bench/*.sh; do
   sh "$b" "$kv"
 done
 echo "== suite"
-for j in 1 2; do
+# Wall time with one worker and with the default (four per core, at most one
+# per file: files mostly wait); then the five slowest files of the second run,
+# each run again alone for its wall and CPU seconds (the engine's and every
+# process its stack started, reaped by it).
+junit=$(mktemp)
+for j in 1 default; do
+  set -- -j "$j"
+  [ "$j" = default ] && set --
   start=$(date +%s.%N)
-  "$kv" -j "$j" --no-color 'scenarios/*.lua' >/dev/null 2>&1 || echo "(the suite failed with -j $j)"
+  "$kv" "$@" --no-color --junit "$junit" 'scenarios/*.lua' >/dev/null 2>&1 || echo "(the suite failed with -j $j)"
   end=$(date +%s.%N)
   awk -v s="$start" -v e="$end" -v j="$j" \
-    'BEGIN { printf "whole suite, -j %d                        %8.1f s   target < 60 s on 2 cores\n", j, e - s }'
+    'BEGIN { printf "whole suite, -j %-8s                %8.1f s   target < 15 s with the default -j on 2 cores\n", j, e - s }'
 done
+echo "five slowest files (with the default -j; then alone: wall, CPU = user + sys):"
+n=$(xmllint --xpath 'count(//testsuite)' "$junit")
+i=1
+while [ "$i" -le "$n" ]; do
+  printf '%s %s\n' "$(xmllint --xpath "string(//testsuite[$i]/@time)" "$junit")" \
+    "$(xmllint --xpath "string(//testsuite[$i]/@name)" "$junit")"
+  i=$((i + 1))
+done | sort -rn | head -n 5 | while read -r t file; do
+  /usr/bin/time -f "%e %U %S" -o "$junit.time" "$kv" -j 1 --no-color "$file" >/dev/null 2>&1 || true
+  read -r wall user sys <"$junit.time"
+  awk -v f="$file" -v t="$t" -v w="$wall" -v u="$user" -v s="$sys" \
+    'BEGIN { printf "  %-36s %6.1f s in the suite   alone %6.1f s wall %6.1f s CPU\n", f, t, w, u + s }'
+done
+rm -f "$junit" "$junit.time"
