@@ -115,7 +115,7 @@ FUZZ_TARGETS = $(BUILD)/fuzz/fuzz_events $(BUILD)/fuzz/fuzz_http
 # run (fixtures/tests/kthena_*.lua); without Go they are skipped, saying why.
 test: deps
 	@$(MAKE) --no-print-directory all $(FUZZ_TARGETS)
-	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build; \
+	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build kthena-test; \
 	else echo "make test: no Go on PATH: the kthena target's tests are skipped (install Go, see fixtures/kthena/go.mod)"; fi
 	KVENGINE_FUZZ_DIR=$(BUILD)/fuzz $(KVENGINE) -j 2 --junit $(BUILD)/junit.xml $(TEST_PATHS)
 
@@ -165,6 +165,9 @@ lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --inline-suppr --std=c11 -D_GNU_SOURCE -Iengine engine bindings
 	sh ci/actionlint.sh $(BUILD)/tools
+	@if command -v gofmt >/dev/null 2>&1; then \
+	  out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt would change: $$out"; exit 1; }; \
+	else echo "lint: no gofmt on PATH: the Go files were not checked"; fi
 
 # The annotation test (also part of `make test`), and the Lua language
 # server's own check of the annotation files where lua-language-server is
