@@ -7,6 +7,9 @@
 #   make asan         the tests under ASan/UBSan (build-asan/kvengine)
 #   make lint         clang-format check and cppcheck
 #   make bench        benchmarks, printed beside their references
+#   make soak         everything `make test` runs, 20 times in a row (ci/soak.sh)
+#   make mutation     the mutation catalogue against the suite (docs/mutation.md);
+#                     MUTATION_ARGS="-j 2 FILTER-1 lora-filter-removed" for a subset
 #   make install      PREFIX=/usr/local DESTDIR=
 
 PREFIX  ?= /usr/local
@@ -53,7 +56,7 @@ KVENGINE := $(BUILD)/kvengine
 TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
-.PHONY: FORCE all test e2e-kvcache e2e-kvcache-kind asan valgrind lint bench install deps clean soak
+.PHONY: FORCE all test e2e-kvcache e2e-kvcache-kind asan valgrind lint bench install deps clean soak mutation
 
 all: $(KVENGINE) $(MODULE_SO)
 
@@ -136,8 +139,15 @@ lint:
 bench: all
 	sh ci/bench.sh $(KVENGINE)
 
-soak: all
-	for i in $$(seq 20); do $(KVENGINE) -j 2 $(SUITE) || exit 1; done
+# What `make test` runs, 20 consecutive times; a failing run's log is kept.
+soak: deps
+	@$(MAKE) --no-print-directory all $(FUZZ_TARGETS)
+	KVENGINE_FUZZ_DIR=$(BUILD)/fuzz sh ci/soak.sh $(KVENGINE) $(TEST_PATHS)
+
+# Every mutant of ci/mutation/catalogue.lua must fail a test (docs/mutation.md).
+MUTATION_ARGS ?=
+mutation: all
+	$(KVENGINE) serve ci/mutation/run.lua $(MUTATION_ARGS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/kvengine $(DESTDIR)$(PREFIX)/share/kvengine

@@ -21,11 +21,21 @@ local function match_ratio(s, model)
     m:get("kthena_router_kvcache_aware_match_ratio_count", labels)
 end
 
+-- What the first failed request of a tally got, for a message.
+local function first_failure(t)
+  for _, r in ipairs(t.results) do
+    if r.err then return "it failed: " .. r.err end
+    if r.status ~= 200 then return string.format("request %s got %d: %s", r.request_id, r.status, r.body) end
+  end
+  return "none failed"
+end
+
 -- n requests for the prompt: each served, the ratios they observed in total.
-local function observed_ratio(s, prompt, n, why)
+local function observed_ratio(s, prompt, n)
   local sum0, count0 = match_ratio(s)
   local t = s:route { prompt = prompt, max_tokens = 1, n = n }
-  expect(t.errors):eq(0, "every request is served: " .. tostring(t))
+  expect(t.errors):eq(0, string.format("OWNER-6: every request is served, whoever else owns the prompt's blocks "
+    .. "(%s; %s)", tostring(t), first_failure(t)))
   local sum1, count1 = match_ratio(s)
   expect(count1 - count0):eq(n, string.format("SCORE-4: each of the %d requests observes the match ratio once", n))
   return sum1 - sum0, t
@@ -90,7 +100,8 @@ test("blocks owned by a pod the filters leave out give no score and no match rat
 
   local sum0, count0 = match_ratio(s, sql)
   local t = s:route { model = sql, prompt = prompt, max_tokens = 1, n = 4 }
-  expect(t.errors):eq(0, "every request for the adapter is served: " .. tostring(t))
+  expect(t.errors):eq(0, string.format("OWNER-6: every request for the adapter is served, whoever else owns its "
+    .. "blocks (%s; %s)", tostring(t), first_failure(t)))
   local sum1, count1 = match_ratio(s, sql)
   expect(count1 - count0):eq(4, "SCORE-4: each of the 4 requests observes the match ratio once")
   expect(sum1 - sum0):eq(1, string.format("OWNER-6/SCORE-4: p3 owns all 4 blocks but is filtered out, p2 owns block 1: "

@@ -236,10 +236,21 @@ return {
     find = "local MAX_RETRIES = 3 -- go-redis Options.MaxRetries, 0 meaning 3",
     replace = "local MAX_RETRIES = 0 -- go-redis Options.MaxRetries, 0 meaning 3",
     kthena = "pkg/kthena-router/utils/redis.go:32-36", tests = { "fixtures/tests/router.lua" } },
-  { name = "runtime-no-reconnect", rule = "RETRY-5", file = "fixtures/runtime/writer.lua",
-    what = "the runtime gives a write up at the first lost connection",
-    find = "local ATTEMPTS = 3 ", replace = "local ATTEMPTS = 1 ",
-    kthena = RT .. "redis_client.py:101-122", tests = { "scenarios/redis_outage.lua" } },
+  { name = "runtime-gives-up-on-redis", rule = "RETRY-5", file = "fixtures/runtime/writer.lua",
+    what = "a runtime that once failed to reach Redis never dials it again",
+    find = [[
+  if self.conn then return self.conn end
+  local c = self.cfg
+  local conn, err = redis.connect { host = c.host, port = c.port, db = c.db, password = c.password,
+    timeout = 5 }
+  self.conn = conn]],
+    replace = [[
+  if self.conn ~= nil then return self.conn end
+  local c = self.cfg
+  local conn, err = redis.connect { host = c.host, port = c.port, db = c.db, password = c.password,
+    timeout = 5 }
+  self.conn = conn or false]],
+    kthena = RT .. "redis_client.py:101-122,153-155", tests = { "fixtures/tests/runtime.lua" } },
 
   -- ---------------------------------------------------------------- ERR
   { name = "trailing-body-accepted", rule = "ERR-1", file = "fixtures/router/request.lua",
