@@ -122,7 +122,8 @@ static int serve_script(const char *script, int nargs, char **args) {
 /* kvengine up|inject [ARG...]: fixtures/<command>.lua, next to the binary
  * or installed. */
 static int fixture_command(const char *command, int nargs, char **args) {
-  static const char *const places[] = {"%s/../fixtures/%s.lua", "%s/../share/kvengine/fixtures/%s.lua"};
+  static const char *const places[] = {"%s/../fixtures/%s.lua",
+                                       "%s/../share/kvengine/fixtures/%s.lua"};
   char path[4200];
   for (size_t i = 0; i < sizeof places / sizeof *places; i++) {
     snprintf(path, sizeof path, places[i], kv_exe_dir(), command);
