@@ -11,6 +11,9 @@
 #   make html-check   the HTML report as headless Chromium renders it (installs Chromium)
 #   make bench        benchmarks, printed beside their references
 #   make conformance  the suite on local and kthena, differences explained or failed
+#   make soak         everything `make test` runs, 20 times in a row (ci/soak.sh)
+#   make mutation     the mutation catalogue against the suite (docs/mutation.md);
+#                     MUTATION_ARGS="-j 2 FILTER-1 lora-filter-removed" for a subset
 #   make install      PREFIX=/usr/local DESTDIR=
 
 PREFIX  ?= /usr/local
@@ -58,7 +61,7 @@ TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
 .PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind asan \
-  valgrind lint types bench install deps clean soak html-check
+  valgrind lint types bench install deps clean soak mutation html-check
 
 all: $(KVENGINE) $(MODULE_SO)
 
@@ -196,8 +199,15 @@ CONFORMANCE_TARGETS ?= local,kthena
 conformance: all
 	$(KVENGINE) serve ci/conformance.lua --targets $(CONFORMANCE_TARGETS) $(SUITE)
 
-soak: all
-	for i in $$(seq 20); do $(KVENGINE) -j 2 $(SUITE) || exit 1; done
+# What `make test` runs, 20 consecutive times; a failing run's log is kept.
+soak: deps
+	@$(MAKE) --no-print-directory all $(FUZZ_TARGETS)
+	KVENGINE_FUZZ_DIR=$(BUILD)/fuzz sh ci/soak.sh $(KVENGINE) $(TEST_PATHS)
+
+# Every mutant of ci/mutation/catalogue.lua must fail a test (docs/mutation.md).
+MUTATION_ARGS ?=
+mutation: all
+	$(KVENGINE) serve ci/mutation/run.lua $(MUTATION_ARGS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/kvengine $(DESTDIR)$(PREFIX)/share/kvengine

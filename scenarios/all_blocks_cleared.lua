@@ -17,6 +17,7 @@
 -- before (stack:serve), so the requests it serves in the test are cache
 -- hits that announce nothing which could overtake the clear.
 
+local kv = require "kv"
 local kvcache = require "kvcache"
 
 -- event_batch_size = 1: engines announce each event at once.
@@ -75,3 +76,54 @@ test("after a clear, what the engine announces counts again", function()
   stack:expect_owner { tokens = tokens, pod = "p2" }
   stack:expect_routed { prompt = prompt, pod = "p2", n = 3, max_tokens = 1 }
 end)
+
+test("with blocks keyed by adapter, a clear withdraws the pod under every model and leaves other pods alone",
+  function()
+    -- Keyed by adapter name (runtime lora_keys = "lora_name", a local
+    -- option), a pod's ownership sits under more than one model: the clear
+    -- must reach all of them (OWNER-4: every entry of the pod goes).
+    local s <close> = kvcache.stack { pods = { { loras = { "sql" } }, { loras = { "sql" } } },
+      runtime = { lora_keys = "lora_name" }, sim = { event_batch_size = 1 } }
+    local sql = s:lora("sql")
+    local _, base = s:prompt(3)
+    local _, adapted = s:prompt(3, { model = sql })
+    local before = {}
+    for _, pod in ipairs({ "p1", "p2" }) do
+      s:inject(pod, kvcache.stored { tokens = base },
+        kvcache.stored { tokens = adapted, lora_id = 1, lora_name = sql })
+      before[pod] = { base = s:expect_owner { tokens = base, pod = pod },
+        [sql] = s:expect_owner { model = sql, tokens = adapted, pod = pod } }
+    end
+
+    s:inject("p1", kvcache.cleared {})
+    s:expect_no_owner { tokens = base, pod = "p1", timeout = 0.1,
+      why = "OWNER-4: AllBlocksCleared withdraws p1 from the base model's blocks" }
+    s:expect_no_owner { model = sql, tokens = adapted, pod = "p1", timeout = 0.1,
+      why = "OWNER-4: AllBlocksCleared withdraws p1 from the blocks it keyed by adapter " .. sql }
+    local after = { base = s:expect_owner { tokens = base, pod = "p2", timeout = 0.1,
+        why = "OWNER-4: p1's clear leaves p2's base-model blocks" },
+      [sql] = s:expect_owner { model = sql, tokens = adapted, pod = "p2", timeout = 0.1,
+        why = "OWNER-4: p1's clear leaves p2's blocks of adapter " .. sql } }
+    for model, blocks in pairs(after) do
+      for i, b in ipairs(blocks) do
+        expect(b.ts):eq(before.p2[model][i].ts, string.format("OWNER-4: p1's clear leaves p2's entry at %s (block %d "
+          .. "of the %s prompt) as it was", b.key, i, model))
+      end
+    end
+
+    if s:can("raw_redis") then
+      local c <close> = s:redis()
+      local owner, left = s:pod("p1").owner, {}
+      local cursor = "0"
+      repeat
+        local reply = c:call("SCAN", cursor, "MATCH", "matrix:kv:block:*", "COUNT", 1000)
+        cursor = reply[2] and reply[1] or "0"
+        for _, key in ipairs(reply[2] or {}) do
+          if c:call("HEXISTS", key, owner) == 1 then left[#left + 1] = key end
+        end
+      until cursor == "0"
+      expect(left):eq({}, "OWNER-4: after its clear no ownership key of any model names " .. owner)
+      local maps = c:call("KEYS", kv.mapping_key_prefix("vllm", owner) .. "*")
+      expect(maps):eq({}, "OWNER-4: after its clear p1 has no engine-hash mapping left")
+    end
+  end)

@@ -18,6 +18,7 @@
 -- in the test are cache hits that announce nothing which could overtake the
 -- withdrawal.
 
+local kv = require "kv"
 local kvcache = require "kvcache"
 
 -- event_batch_size = 1: engines announce each event at once.
@@ -98,4 +99,27 @@ test("a removal names the engine's block hashes: Kthena's hashes of the same blo
   stack:inject("p3", kvcache.removed { hashes = stack:hashes(tokens) })
   stack:expect_owner { tokens = tokens, pod = "p3", timeout = 0.1 }
   stack:expect_routed { prompt = prompt, pod = "p3", n = 2, max_tokens = 1 }
+end)
+
+test("the engine-hash mapping a removal relies on holds the block's hash for 24 hours", function()
+  -- The runtime finds a removed block's key again through the mapping it
+  -- wrote at BlockStored: vllm:kv:block:<owner>@<engine hash> = the block's
+  -- hash, expiring after 24 h (KEY-5), while the ownership key never
+  -- expires (KEY-3).
+  local _, tokens = stack:prompt(2)
+  local stored = kvcache.stored { tokens = tokens }
+  stack:inject("p2", stored)
+  stack:expect_owner { tokens = tokens, pod = "p2" }
+  local c <close> = stack:redis()
+  local std, prefix = stack:hashes(tokens), kv.mapping_key_prefix("vllm", stack:pod("p2").owner)
+  for i, eh in ipairs(stored.hashes) do
+    local key = prefix .. kvcache.u64(eh)
+    expect(c:call("GET", key)):eq(kvcache.u64(std[i]), string.format("KEY-5: %s maps engine block %d to the "
+      .. "block's hash", key, i))
+    local ttl = c:call("TTL", key)
+    expect(ttl > 86400 - 60 and ttl <= 86400):is_true(string.format("KEY-5: %s expires 24 h after it was "
+      .. "written (Kthena's EXPIRE 86400); its TTL is %d s (-1: no expiry, -2: no such key)", key, ttl))
+    local owned = kvcache.block_key(stack.model, std[i])
+    expect(c:call("TTL", owned)):eq(-1, string.format("KEY-3: the ownership key %s never expires", owned))
+  end
 end)

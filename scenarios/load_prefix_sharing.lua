@@ -126,7 +126,23 @@ local function run(policy)
   f.evicted = 0
   for _, n in pairs(f.stored) do f.evicted = f.evicted + math.max(0, n - CACHE_BLOCKS) end
   if removed_total(s) then
-    eventually(function() return removed_total(s) == f.evicted end)
+    -- The runtimes count every BlockRemoved the sims published: one per
+    -- evicted block, once the last batches are in.
+    eventually(function()
+      local removed = removed_total(s)
+      if removed ~= f.evicted then
+        local per_pod = {}
+        for _, p in ipairs(s:pods()) do
+          per_pod[#per_pod + 1] = string.format("%s stored %d blocks, its runtime applied %d BlockRemoved", p.name,
+            f.stored[p.name] or 0, s:event_stats(p.name).runtime.applied.removed)
+        end
+        error(string.format("the %s run: the runtimes applied %d BlockRemoved events (one per evicted block), "
+          .. "but the sims evicted %d blocks (those stored beyond each sim's %d; %s)", policy.name, removed, f.evicted,
+          CACHE_BLOCKS,
+          table.concat(per_pod, "; ")), 0)
+      end
+      return true
+    end)
   end
   figures[policy.name] = f
   log(string.format("%-14s hit ratio %.3f (%d of %d prompt tokens cached), %d blocks evicted, %.2fs", policy.name,

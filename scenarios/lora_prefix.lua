@@ -49,11 +49,27 @@ local function owns_first_block(s, model, tokens, pod)
   return c:call("HEXISTS", key, s:pod(pod).owner) == 1, key
 end
 
-test("lora-affinity: adapter requests go only to the pods that loaded the adapter", function()
+test("lora-affinity: adapter requests go only to the pods that loaded the adapter, at the first attempt", function()
   local sql = stack:lora("sql")
-  local t = stack:route { model = sql, prompt = stack:prompt(2), max_tokens = 1, n = 12 }
+  local t = stack:route { model = sql, prompt = stack:prompt(2), max_tokens = 1, n = 24 }
   expect(t.errors):eq(0, "every request for adapter " .. sql .. " is served: " .. tostring(t))
   expect(t:count("p3")):eq(0, "p3 has not loaded " .. sql .. ", so lora-affinity must filter it out: " .. tostring(t))
+  -- A pod without the adapter answers 404 and the router moves on to the
+  -- next pod, so who served hides a missing filter: the access log does not
+  -- (selected_pod is the pod scheduled first, upstream_attempts counts them).
+  for _, r in ipairs(t.results) do
+    local entry = stack:access_log(r.request_id)
+    expect(entry.selected_pod == "p1" or entry.selected_pod == "p2"):is_true(string.format("FILTER-2 "
+      .. "(lora-affinity keeps only the pods whose /v1/models list the request's model): request %s for adapter %s "
+      .. "was scheduled to %s first, which has not loaded it; access log: %s", r.request_id, sql,
+      tostring(entry.selected_pod), entry.line))
+    expect(entry.upstream_attempts):eq(1, string.format("FILTER-2: request %s for adapter %s should reach a pod "
+      .. "that serves it at the first attempt; access log: %s", r.request_id, sql, entry.line))
+    if r.decision then
+      expect(r.decision.candidates):eq({ "p1", "p2" }, string.format("FILTER-2: the candidates of request %s for "
+        .. "adapter %s are the pods that loaded it", r.request_id, sql))
+    end
+  end
 
   -- An adapter loaded while the stack runs: once the router has polled the
   -- pod's /v1/models, the pod that loaded it is the only one to serve it.

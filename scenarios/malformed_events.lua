@@ -170,6 +170,34 @@ test("wrong topics: the bridge drops anything but a sim topic (bad_topic)", func
     "Redis gains the valid event's block only")
 end)
 
+test("a topic other than exactly kv-events, put straight in front of the runtime, writes nothing", function()
+  -- The bridge sends everything on as kv-events, so only frames published
+  -- past it (on its output) reach the runtime with another topic. Kthena's
+  -- runtime subscribes to the prefix kv-events and then drops every message
+  -- whose topic is not exactly kv-events (WIRE-3).
+  local tokens = block_tokens(1350000, 1)
+  local payload = kv.events.encode({ events = { kvcache.stored { tokens = tokens } } }, "sim-legacy")
+  local c0 = counters()
+  local topics = { "kv-events-2", "kv-eventsx", "kv-events ", "kv-events\0" }
+  for _, topic in ipairs(topics) do
+    seq = seq + 1
+    stack:publish_runtime("p1", { topic, string.pack(">I8", seq), payload }) -- returns once it was dealt with
+  end
+  stack:expect_no_owner { tokens = tokens, pod = "p1", timeout = 0.1, why = string.format("WIRE-3: the runtime "
+    .. "drops a message whose topic is not exactly kv-events, though it starts with it (topics %q, %q, %q, %q)",
+    table.unpack(topics)) }
+  local m = moved(c0, counters())
+  if m.runtime then
+    expect(m.runtime.dropped):eq({ topic = #topics }, "WIRE-3: the runtime counts each message it dropped for "
+      .. "its topic, and drops nothing else")
+  end
+  -- The same payload under the exact topic is applied: the way in works.
+  seq = seq + 1
+  stack:publish_runtime("p1", { "kv-events", string.pack(">I8", seq), payload })
+  stack:expect_owner { tokens = tokens, pod = "p1", why = "WIRE-3: a message with the topic kv-events, put on the "
+    .. "bridge's output, is the runtime's to apply" }
+end)
+
 test("uneven token and hash counts: the runtime drops that event (uneven_tokens) and applies its neighbours",
   function()
     local uneven = block_tokens(1400000, 2)    -- 32 tokens for 3 hashes: no whole block size

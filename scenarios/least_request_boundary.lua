@@ -1,0 +1,159 @@
+-- scenarios/least_request_boundary.lua - least-request's filter at its
+-- boundary (FILTER-1 in docs/kthena.md).
+--
+-- Kthena keeps a pod while the waiting requests its engine reports are
+-- below maxWaitingRequests: a pod reporting one fewer is a candidate, a pod
+-- reporting exactly maxWaitingRequests, or one more, is not. An off-by-one
+-- here either sends requests to a pod whose queue is already full or takes
+-- a pod out one request early; neither shows in a test that only floods a
+-- pod far past the limit.
+--
+-- How: p1 runs one request at a time and streams slowly; long requests sent
+-- straight to its engine (not through the router, so the router's own
+-- in-flight count for p1 stays 0) fill its queue to exactly the count under
+-- test. The test waits until the router's view of p1 (the debug port's pod
+-- dump, on Kthena as on the stand-in) shows that count, then asks for a
+-- prompt only p1 holds, with kvcache-aware weighted 3: whenever p1 is a
+-- candidate it wins. The long requests are cut by closing their streams.
+
+local http = require "http"
+local kvcache = require "kvcache"
+
+local SCALE = require("engine").time_scale()
+local MAX_WAITING = 2
+local LONG = 400 -- tokens of a filling request: 20 s at 50 ms a token, far longer than the test
+
+local stack, prompt
+
+before_all(function()
+  stack = kvcache.stack {
+    pods = { { sim = { max_num_seqs = 1, inter_token_latency = 50 } }, {}, {} },
+    router = {
+      scheduler = {
+        pluginConfig = {
+          { name = "kvcache-aware", args = { blockSizeToHash = 16, maxBlocksToMatch = 128 } },
+          { name = "least-request", args = { maxWaitingRequests = MAX_WAITING } },
+        },
+        plugins = {
+          Filter = { enabled = { "least-request" } },
+          Score = { enabled = { { name = "least-request", weight = 1 }, { name = "kvcache-aware", weight = 3 } } },
+        },
+      },
+    },
+  }
+  local tokens
+  prompt, tokens = stack:prompt(4)
+  stack:inject("p1", kvcache.stored { tokens = tokens })
+  stack:expect_owner { tokens = tokens, pod = "p1" }
+end)
+
+-- A gauge of p1's engine, from its /metrics.
+local function engine_waiting()
+  local r, err = http.get(stack:pod("p1").http .. "/metrics", { timeout = 2 * SCALE })
+  if not r or r.status ~= 200 then error("GET /metrics of p1 failed: " .. tostring(r and r.status or err)) end
+  local m = kvcache.prometheus.parse(r.body)
+  return m:get("vllm:num_requests_waiting"), m:get("vllm:num_requests_running")
+end
+
+-- Long streaming requests straight to p1's engine, added to those already
+-- running; returns a function that cuts all of them.
+local filling = {}
+local function fill(n)
+  for _ = 1, n do
+    local f = { stop = false }
+    -- pcall: the cut raises out of the request, and that is how it ends.
+    f.task = spawn(function()
+      pcall(http.request, { method = "POST", url = stack:pod("p1").http .. "/v1/completions", timeout = 60 * SCALE,
+        json = { model = stack.model, prompt = stack:prompt(1), max_tokens = LONG, ignore_eos = true, stream = true },
+        stream = function() if f.stop then error("cut by the test", 0) end end })
+    end)
+    filling[#filling + 1] = f
+  end
+end
+
+local function cut_all()
+  for _, f in ipairs(filling) do f.stop = true end
+  for _, f in ipairs(filling) do pcall(f.task.wait, f.task) end
+  filling = {}
+  eventually(function()
+    local waiting, running = engine_waiting()
+    if waiting ~= 0 then error(string.format("p1's engine still reports %d waiting requests (%d running) after "
+      .. "the long requests were cut", waiting, running)) end
+    return true
+  end)
+end
+
+-- Until p1's engine, and then the router's view of p1, report `n` waiting.
+local function await_waiting(n)
+  eventually(function()
+    local waiting = engine_waiting()
+    if waiting ~= n then error(string.format("p1's engine reports %d waiting requests, not yet %d", waiting, n)) end
+    return true
+  end)
+  eventually(function()
+    local view = stack:router_view("p1")
+    if view.waiting ~= n then
+      error(string.format("the router's view of p1 shows %s waiting requests, not yet the %d its engine reports",
+        tostring(view.waiting), n))
+    end
+    return true
+  end)
+end
+
+-- The prompt p1 holds must go elsewhere, at the first attempt: p1 reports
+-- `waiting` waiting requests, not below maxWaitingRequests.
+local function expect_filtered(waiting)
+  local why = string.format("FILTER-1: p1's engine reports %d waiting requests, %s maxWaitingRequests (%d), so "
+    .. "least-request must take p1 out (Kthena keeps a pod only while waiting < maxWaitingRequests)", waiting,
+    waiting == MAX_WAITING and "exactly" or "more than", MAX_WAITING)
+  for i = 1, 3 do
+    local r, err = stack:complete { prompt = prompt, max_tokens = 1, timeout = 3 * SCALE }
+    if not r then
+      fail(string.format("%s; request %d for the prompt p1 holds got no answer within %gs (%s): it was queued "
+        .. "on p1", why, i, 3 * SCALE, tostring(err)))
+    end
+    expect(r.status):eq(200, string.format("%s; request %s should be served by p2 or p3: %s", why, r.request_id,
+      r.body))
+    expect(r.pod ~= "p1"):is_true(string.format("%s; request %s was served by p1", why, r.request_id))
+    local entry = stack:access_log(r.request_id)
+    expect(entry.selected_pod ~= "p1"):is_true(string.format("%s; request %s was scheduled to p1 first (access "
+      .. "log: %s)", why, r.request_id, entry.line))
+    if r.decision then
+      expect(r.decision.candidates):eq({ "p2", "p3" }, string.format("%s; the candidates of request %s",
+        why, r.request_id))
+    end
+  end
+end
+
+test("one below maxWaitingRequests: p1 stays a candidate and wins the prompt it holds", function()
+  fill(MAX_WAITING) -- one runs, MAX_WAITING - 1 wait
+  await_waiting(MAX_WAITING - 1)
+  local probe = spawn(function()
+    return stack:complete { prompt = prompt, max_tokens = 1, timeout = 30 * SCALE }
+  end)
+  -- The probe joins p1's queue (or, filtered out wrongly, is served elsewhere).
+  eventually(function() return probe:done() or engine_waiting() == MAX_WAITING end)
+  cut_all()
+  local r, err = probe:wait()
+  if not r then fail("the request for the prompt p1 holds failed: " .. tostring(err)) end
+  expect(r.pod):eq("p1", string.format("FILTER-1: p1's engine reported %d waiting requests, one below "
+    .. "maxWaitingRequests (%d), so p1 is still a candidate, and it holds the whole prompt (request %s, status %d)",
+    MAX_WAITING - 1, MAX_WAITING, r.request_id, r.status))
+  if r.decision then
+    expect(r.decision.candidates):eq({ "p1", "p2", "p3" }, "FILTER-1: every pod is a candidate below the limit")
+  end
+end)
+
+test("exactly maxWaitingRequests, and one more: p1 is filtered out, whatever it holds", function()
+  fill(MAX_WAITING + 1) -- one runs, MAX_WAITING wait
+  await_waiting(MAX_WAITING)
+  expect_filtered(MAX_WAITING)
+  fill(1)
+  await_waiting(MAX_WAITING + 1)
+  expect_filtered(MAX_WAITING + 1)
+  cut_all()
+end)
+
+after_each(function()
+  for _, f in ipairs(filling) do f.stop = true end
+end)
