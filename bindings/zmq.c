@@ -259,13 +259,8 @@ static void waiter_settle(waiter *wt, int result) {
   kv_timer_start(wt->timer, waiter_timer_fired, 0);
 }
 
-/* Timeout (still pending) or delivery of a settled outcome. */
-static void waiter_timer_fired(uv_timer_t *t) {
-  waiter *wt = t->data;
-  if (wt->result == WAIT_PENDING) {
-    waiter_unlink(wt);
-    wt->result = WAIT_TIMEOUT;
-  }
+/* The wait is over: close the waiter's timer and wake its task. */
+static void waiter_finish(waiter *wt) {
   kv_wait *w = wt->w;
   uv_close((uv_handle_t *)wt->timer, kv_free_handle);
   wt->timer = NULL;
@@ -273,13 +268,20 @@ static void waiter_timer_fired(uv_timer_t *t) {
   kv_wait_wake(w);
 }
 
+/* Timeout (still pending) or delivery of a settled outcome. */
+static void waiter_timer_fired(uv_timer_t *t) {
+  waiter *wt = t->data;
+  if (wt->result == WAIT_PENDING) {
+    waiter_unlink(wt);
+    wt->result = WAIT_TIMEOUT;
+  }
+  waiter_finish(wt);
+}
+
 static void waiter_cancel(kv_wait *w) {
   waiter *wt = kv_wait_data(w);
   waiter_unlink(wt);
-  uv_close((uv_handle_t *)wt->timer, kv_free_handle);
-  wt->timer = NULL;
-  wt->w = NULL;
-  kv_wait_wake(w);
+  waiter_finish(wt);
 }
 
 static void waiter_dispose(kv_wait *w) {
