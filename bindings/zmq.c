@@ -227,27 +227,13 @@ static void waiter_unlink(waiter *wt) {
   zsock *s = wt->s;
   if (!s)
     return;
-  if (wt->prev)
-    wt->prev->next = wt->next;
-  else
-    s->head = wt->next;
-  if (wt->next)
-    wt->next->prev = wt->prev;
-  else
-    s->tail = wt->prev;
-  wt->prev = wt->next = NULL;
+  KV_QUEUE_REMOVE(s->head, s->tail, wt, prev, next);
   wt->s = NULL;
 }
 
 static void waiter_link(zsock *s, waiter *wt) {
   wt->s = s;
-  wt->prev = s->tail;
-  wt->next = NULL;
-  if (s->tail)
-    s->tail->next = wt;
-  else
-    s->head = wt;
-  s->tail = wt;
+  KV_QUEUE_APPEND(s->head, s->tail, wt, prev, next);
 }
 
 static void waiter_timer_fired(uv_timer_t *t);

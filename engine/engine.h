@@ -189,6 +189,54 @@ typedef struct kv_option_keys {
 void kv_set_options(lua_State *L, const kv_option_keys lists[]);
 
 /*
+ * Intrusive doubly linked lists, as the engine and the bindings keep their
+ * handles, waits and calls: a node holds its own pointers to the nodes
+ * before and after it (named by the caller, so a node may sit on several
+ * lists); a list is a pointer to its first node, a queue adds one to its
+ * last.  Removing a node that is on no list does nothing.  Macros, so that
+ * every node type shares them; they evaluate their arguments more than once.
+ */
+#define KV_LIST_PUSH(head, node, prev, next)                                                       \
+  do {                                                                                             \
+    (node)->prev = NULL;                                                                           \
+    (node)->next = (head);                                                                         \
+    if ((head))                                                                                    \
+      (head)->prev = (node);                                                                       \
+    (head) = (node);                                                                               \
+  } while (0)
+
+#define KV_LIST_REMOVE(head, node, prev, next)                                                     \
+  do {                                                                                             \
+    if ((node)->prev || (head) == (node)) {                                                        \
+      if ((node)->prev)                                                                            \
+        (node)->prev->next = (node)->next;                                                         \
+      else                                                                                         \
+        (head) = (node)->next;                                                                     \
+      if ((node)->next)                                                                            \
+        (node)->next->prev = (node)->prev;                                                         \
+      (node)->prev = (node)->next = NULL;                                                          \
+    }                                                                                              \
+  } while (0)
+
+#define KV_QUEUE_APPEND(head, tail, node, prev, next)                                              \
+  do {                                                                                             \
+    (node)->prev = (tail);                                                                         \
+    (node)->next = NULL;                                                                           \
+    if ((tail))                                                                                    \
+      (tail)->next = (node);                                                                       \
+    else                                                                                           \
+      (head) = (node);                                                                             \
+    (tail) = (node);                                                                               \
+  } while (0)
+
+#define KV_QUEUE_REMOVE(head, tail, node, prev, next)                                              \
+  do {                                                                                             \
+    if ((tail) == (node))                                                                          \
+      (tail) = (node)->prev;                                                                       \
+    KV_LIST_REMOVE(head, node, prev, next);                                                        \
+  } while (0)
+
+/*
  * A growable byte buffer: p holds len bytes in room for cap.  Start it
  * zeroed, release it with kv_buf_free.  When memory runs out the buffer
  * keeps what it held and oom is set, so code that appends many pieces can
