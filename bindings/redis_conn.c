@@ -376,13 +376,7 @@ static void call_settle(call *k, char *err) {
 }
 
 /* Resume k's task with its outcome (from a loop callback). */
-static void call_deliver(call *k) {
-  kv_wait *w = k->w;
-  uv_close((uv_handle_t *)k->timer, kv_free_handle);
-  k->timer = NULL;
-  k->w = NULL;
-  kv_wait_wake(w);
-}
+static void call_deliver(call *k) { kv_wait_finish(&k->w, &k->timer); }
 
 /* Resume the tasks of calls settled inside hiredis, oldest first. */
 static void deliver_ready(void) {
@@ -442,10 +436,7 @@ static void call_timer_fired(uv_timer_t *t) {
 void redis_call_cancel(kv_wait *w) {
   call *k = *(call **)kv_wait_data(w);
   call_unlink(k);
-  uv_close((uv_handle_t *)k->timer, kv_free_handle);
-  k->timer = NULL;
-  k->w = NULL;
-  kv_wait_wake(w);
+  kv_wait_finish(&k->w, &k->timer);
 }
 
 void redis_call_dispose(kv_wait *w) { call_unref(*(call **)kv_wait_data(w)); }

@@ -245,15 +245,6 @@ static void waiter_settle(waiter *wt, int result) {
   kv_timer_start(wt->timer, waiter_timer_fired, 0);
 }
 
-/* The wait is over: close the waiter's timer and wake its task. */
-static void waiter_finish(waiter *wt) {
-  kv_wait *w = wt->w;
-  uv_close((uv_handle_t *)wt->timer, kv_free_handle);
-  wt->timer = NULL;
-  wt->w = NULL;
-  kv_wait_wake(w);
-}
-
 /* Timeout (still pending) or delivery of a settled outcome. */
 static void waiter_timer_fired(uv_timer_t *t) {
   waiter *wt = t->data;
@@ -261,13 +252,13 @@ static void waiter_timer_fired(uv_timer_t *t) {
     waiter_unlink(wt);
     wt->result = WAIT_TIMEOUT;
   }
-  waiter_finish(wt);
+  kv_wait_finish(&wt->w, &wt->timer);
 }
 
 static void waiter_cancel(kv_wait *w) {
   waiter *wt = kv_wait_data(w);
   waiter_unlink(wt);
-  waiter_finish(wt);
+  kv_wait_finish(&wt->w, &wt->timer);
 }
 
 static void waiter_dispose(kv_wait *w) {

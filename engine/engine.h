@@ -89,6 +89,14 @@ kv_wait *kv_wait_of(lua_KContext ctx);
 void kv_wait_wake(kv_wait *w);
 
 /*
+ * The end of a wait whose record keeps a timer of its own (its timeout, or
+ * a delivery at 0 ms): close *timer, a handle in its own malloc'd block,
+ * clear *timer and *w so the record shows the wait is over, then
+ * kv_wait_wake the wait.
+ */
+void kv_wait_finish(kv_wait **w, uv_timer_t **timer);
+
+/*
  * Waits a binding keeps on a list of its own (the tasks waiting for one
  * child to exit): link w at the head of *list; unlink it (idempotent) before
  * waking it, and in its cancel and dispose callbacks.
