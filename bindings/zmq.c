@@ -353,12 +353,7 @@ static void sock_close(kv_resource *r) {
   s->poll = NULL;
   zmq_close(s->z);
   s->z = NULL;
-  if (s->all_prev)
-    s->all_prev->all_next = s->all_next;
-  else
-    all_socks = s->all_next;
-  if (s->all_next)
-    s->all_next->all_prev = s->all_prev;
+  KV_LIST_REMOVE(all_socks, s, all_prev, all_next);
   for (size_t i = 0; i < s->nsubs; i++)
     free(s->subs[i].prefix);
   free(s->subs);
@@ -457,6 +452,27 @@ static void apply_options(lua_State *L, zsock *s) {
     set_int(s, ZMQ_XPUB_VERBOSER, 1);
 }
 
+/*
+ * Bind or connect s to every endpoint opts[field] names (join is zmq_bind or
+ * zmq_connect), adding their number to *count: 0, or nil, err pushed (2).
+ * Leaves the list pushed.
+ */
+static int join_endpoints(lua_State *L, zsock *s, const char *field,
+                          int (*join)(void *, const char *), int *count) {
+  int n = string_list(L, 1, field);
+  for (int i = 1; i <= n; i++) {
+    lua_rawgeti(L, -1, i);
+    const char *ep = lua_tostring(L, -1);
+    if (join(s->z, ep) != 0)
+      return zfail(L, field, ep);
+    if (join == zmq_bind)
+      remember_bound(s);
+    lua_pop(L, 1);
+  }
+  *count += n;
+  return 0;
+}
+
 /* Subscribe, bind, connect as opts say: 0, or nil, err pushed (2). */
 static int attach_endpoints(lua_State *L, zsock *s) {
   if (s->type == ZMQ_SUB) {
@@ -474,24 +490,11 @@ static int attach_endpoints(lua_State *L, zsock *s) {
     }
     lua_pop(L, 1);
   }
-  int n = string_list(L, 1, "bind");
-  for (int i = 1; i <= n; i++) {
-    lua_rawgeti(L, -1, i);
-    const char *ep = lua_tostring(L, -1);
-    if (zmq_bind(s->z, ep) != 0)
-      return zfail(L, "bind", ep);
-    remember_bound(s);
-    lua_pop(L, 1);
-  }
-  int m = string_list(L, 1, "connect");
-  for (int i = 1; i <= m; i++) {
-    lua_rawgeti(L, -1, i);
-    const char *ep = lua_tostring(L, -1);
-    if (zmq_connect(s->z, ep) != 0)
-      return zfail(L, "connect", ep);
-    lua_pop(L, 1);
-  }
-  if (n + m == 0)
+  int n = 0;
+  if (join_endpoints(L, s, "bind", zmq_bind, &n) ||
+      join_endpoints(L, s, "connect", zmq_connect, &n))
+    return 2;
+  if (n == 0)
     luaL_error(L, "zmq: give bind= or connect= (an endpoint or a list)");
   lua_pop(L, 2);
   return 0;
@@ -511,10 +514,7 @@ static zsock *sock_new(lua_State *L, int type) {
   s->z = z;
   s->type = type;
   *ud = s;
-  s->all_next = all_socks;
-  if (all_socks)
-    all_socks->all_prev = s;
-  all_socks = s;
+  KV_LIST_PUSH(all_socks, s, all_prev, all_next);
   kv_track(&s->res, type == ZMQ_XPUB ? "zmq pub socket" : "zmq sub socket", sock_close);
   int fd;
   size_t len = sizeof fd;
