@@ -82,6 +82,51 @@ static const char *const tag_names[] = {"BlockStored", "BlockRemoved", "AllBlock
 enum { MAX_DEPTH = 32 };
 
 /*
+ * The framing of msgpack's type bytes 0xc0 to 0xdf (the spec's format
+ * table): `payload` bytes follow the type byte; or a big-endian length of
+ * `lenbytes` bytes does (then, for an ext, its type byte), which counts the
+ * payload's bytes, or for a container its elements times `per_element` (2
+ * for a map's keys and values).  0xc1 is never used.
+ */
+struct framing {
+  unsigned char known, payload, lenbytes, ext_type, per_element;
+};
+
+static const struct framing framings[32] = {
+    [0x00] = {1, 0, 0, 0, 0},  /* nil */
+    [0x02] = {1, 0, 0, 0, 0},  /* false */
+    [0x03] = {1, 0, 0, 0, 0},  /* true */
+    [0x04] = {1, 0, 1, 0, 0},  /* bin8 */
+    [0x05] = {1, 0, 2, 0, 0},  /* bin16 */
+    [0x06] = {1, 0, 4, 0, 0},  /* bin32 */
+    [0x07] = {1, 0, 1, 1, 0},  /* ext8 */
+    [0x08] = {1, 0, 2, 1, 0},  /* ext16 */
+    [0x09] = {1, 0, 4, 1, 0},  /* ext32 */
+    [0x0a] = {1, 4, 0, 0, 0},  /* float32 */
+    [0x0b] = {1, 8, 0, 0, 0},  /* float64 */
+    [0x0c] = {1, 1, 0, 0, 0},  /* uint8 */
+    [0x0d] = {1, 2, 0, 0, 0},  /* uint16 */
+    [0x0e] = {1, 4, 0, 0, 0},  /* uint32 */
+    [0x0f] = {1, 8, 0, 0, 0},  /* uint64 */
+    [0x10] = {1, 1, 0, 0, 0},  /* int8 */
+    [0x11] = {1, 2, 0, 0, 0},  /* int16 */
+    [0x12] = {1, 4, 0, 0, 0},  /* int32 */
+    [0x13] = {1, 8, 0, 0, 0},  /* int64 */
+    [0x14] = {1, 2, 0, 0, 0},  /* fixext 1 (type byte and data) */
+    [0x15] = {1, 3, 0, 0, 0},  /* fixext 2 */
+    [0x16] = {1, 5, 0, 0, 0},  /* fixext 4 */
+    [0x17] = {1, 9, 0, 0, 0},  /* fixext 8 */
+    [0x18] = {1, 17, 0, 0, 0}, /* fixext 16 */
+    [0x19] = {1, 0, 1, 0, 0},  /* str8 */
+    [0x1a] = {1, 0, 2, 0, 0},  /* str16 */
+    [0x1b] = {1, 0, 4, 0, 0},  /* str32 */
+    [0x1c] = {1, 0, 2, 0, 1},  /* array16 */
+    [0x1d] = {1, 0, 4, 0, 1},  /* array32 */
+    [0x1e] = {1, 0, 2, 0, 2},  /* map16 */
+    [0x1f] = {1, 0, 4, 0, 2},  /* map32 */
+};
+
+/*
  * Check that buf holds exactly one complete msgpack object: every length and
  * element count is backed by bytes that are present, nesting is at most
  * MAX_DEPTH, nothing follows.  msgpack-c's C unpacker allocates a container's
@@ -108,8 +153,8 @@ static int check_framing(const unsigned char *p, size_t len, char *err, size_t e
     unsigned c = p[pos];
     size_t hdr = 1, lenbytes = 0;
     uint64_t payload = 0, children = 0, mult = 0;
-    if (c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3) {
-      /* fixint, nil, false, true */
+    if (c <= 0x7f || c >= 0xe0) {
+      /* positive and negative fixint */
     } else if (c <= 0x8f) {
       children = 2 * (uint64_t)(c & 0x0f);
     } else if (c <= 0x9f) {
@@ -117,86 +162,16 @@ static int check_framing(const unsigned char *p, size_t len, char *err, size_t e
     } else if (c <= 0xbf) {
       payload = c & 0x1f;
     } else {
-      switch (c) {
-      case 0xc4:
-      case 0xd9:
-        lenbytes = 1;
-        break; /* bin8, str8 */
-      case 0xc5:
-      case 0xda:
-        lenbytes = 2;
-        break; /* bin16, str16 */
-      case 0xc6:
-      case 0xdb:
-        lenbytes = 4;
-        break; /* bin32, str32 */
-      case 0xc7:
-        lenbytes = 1;
-        hdr = 3;
-        break; /* ext8 */
-      case 0xc8:
-        lenbytes = 2;
-        hdr = 4;
-        break; /* ext16 */
-      case 0xc9:
-        lenbytes = 4;
-        hdr = 6;
-        break; /* ext32 */
-      case 0xca:
-      case 0xce:
-      case 0xd2:
-        payload = 4;
-        break; /* float32, (u)int32 */
-      case 0xcb:
-      case 0xcf:
-      case 0xd3:
-        payload = 8;
-        break; /* float64, (u)int64 */
-      case 0xcc:
-      case 0xd0:
-        payload = 1;
-        break; /* (u)int8 */
-      case 0xcd:
-      case 0xd1:
-        payload = 2;
-        break; /* (u)int16 */
-      case 0xd4:
-        payload = 2;
-        break; /* fixext 1 */
-      case 0xd5:
-        payload = 3;
-        break; /* fixext 2 */
-      case 0xd6:
-        payload = 5;
-        break; /* fixext 4 */
-      case 0xd7:
-        payload = 9;
-        break; /* fixext 8 */
-      case 0xd8:
-        payload = 17;
-        break; /* fixext 16 */
-      case 0xdc:
-        lenbytes = 2;
-        mult = 1;
-        break; /* array16 */
-      case 0xdd:
-        lenbytes = 4;
-        mult = 1;
-        break; /* array32 */
-      case 0xde:
-        lenbytes = 2;
-        mult = 2;
-        break; /* map16 */
-      case 0xdf:
-        lenbytes = 4;
-        mult = 2;
-        break; /* map32 */
-      default:
+      const struct framing *f = &framings[c - 0xc0];
+      if (!f->known) {
         snprintf(err, errsz, "msgpack: invalid type byte 0x%02x at offset %zu", c, pos);
         return -1;
       }
-      if (lenbytes != 0 && hdr == 1)
-        hdr = 1 + lenbytes;
+      payload = f->payload;
+      mult = f->per_element;
+      lenbytes = f->lenbytes;
+      if (lenbytes)
+        hdr = 1 + lenbytes + f->ext_type;
       if (len - pos < hdr)
         goto truncated;
       uint64_t v = 0;

@@ -346,20 +346,7 @@ static void call_unref(call *k) {
   free(k);
 }
 
-static void call_unlink(call *k) {
-  conn *c = k->c;
-  if (k->prev)
-    k->prev->next = k->next;
-  else if (c->calls == k)
-    c->calls = k->next;
-  else
-    return; /* not linked */
-  if (k->next)
-    k->next->prev = k->prev;
-  else
-    c->calls_tail = k->prev;
-  k->prev = k->next = NULL;
-}
+static void call_unlink(call *k) { KV_QUEUE_REMOVE(k->c->calls, k->c->calls_tail, k, prev, next); }
 
 static void call_timer_fired(uv_timer_t *t);
 
@@ -389,13 +376,7 @@ static void call_settle(call *k, char *err) {
 }
 
 /* Resume k's task with its outcome (from a loop callback). */
-static void call_deliver(call *k) {
-  kv_wait *w = k->w;
-  uv_close((uv_handle_t *)k->timer, kv_free_handle);
-  k->timer = NULL;
-  k->w = NULL;
-  kv_wait_wake(w);
-}
+static void call_deliver(call *k) { kv_wait_finish(&k->w, &k->timer); }
 
 /* Resume the tasks of calls settled inside hiredis, oldest first. */
 static void deliver_ready(void) {
@@ -455,10 +436,7 @@ static void call_timer_fired(uv_timer_t *t) {
 void redis_call_cancel(kv_wait *w) {
   call *k = *(call **)kv_wait_data(w);
   call_unlink(k);
-  uv_close((uv_handle_t *)k->timer, kv_free_handle);
-  k->timer = NULL;
-  k->w = NULL;
-  kv_wait_wake(w);
+  kv_wait_finish(&k->w, &k->timer);
 }
 
 void redis_call_dispose(kv_wait *w) { call_unref(*(call **)kv_wait_data(w)); }
@@ -486,12 +464,7 @@ call *redis_call_new(conn *c, kv_wait *w, enum call_kind kind, int n, int keep_r
   uv_timer_init(kv_loop(), k->timer);
   k->timer->data = k;
   kv_timer_start(k->timer, call_timer_fired, (uint64_t)(c->timeout * 1000.0 + 0.5));
-  k->prev = c->calls_tail;
-  if (c->calls_tail)
-    c->calls_tail->next = k;
-  else
-    c->calls = k;
-  c->calls_tail = k;
+  KV_QUEUE_APPEND(c->calls, c->calls_tail, k, prev, next);
   return k;
 }
 

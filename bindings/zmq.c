@@ -227,27 +227,13 @@ static void waiter_unlink(waiter *wt) {
   zsock *s = wt->s;
   if (!s)
     return;
-  if (wt->prev)
-    wt->prev->next = wt->next;
-  else
-    s->head = wt->next;
-  if (wt->next)
-    wt->next->prev = wt->prev;
-  else
-    s->tail = wt->prev;
-  wt->prev = wt->next = NULL;
+  KV_QUEUE_REMOVE(s->head, s->tail, wt, prev, next);
   wt->s = NULL;
 }
 
 static void waiter_link(zsock *s, waiter *wt) {
   wt->s = s;
-  wt->prev = s->tail;
-  wt->next = NULL;
-  if (s->tail)
-    s->tail->next = wt;
-  else
-    s->head = wt;
-  s->tail = wt;
+  KV_QUEUE_APPEND(s->head, s->tail, wt, prev, next);
 }
 
 static void waiter_timer_fired(uv_timer_t *t);
@@ -266,20 +252,13 @@ static void waiter_timer_fired(uv_timer_t *t) {
     waiter_unlink(wt);
     wt->result = WAIT_TIMEOUT;
   }
-  kv_wait *w = wt->w;
-  uv_close((uv_handle_t *)wt->timer, kv_free_handle);
-  wt->timer = NULL;
-  wt->w = NULL;
-  kv_wait_wake(w);
+  kv_wait_finish(&wt->w, &wt->timer);
 }
 
 static void waiter_cancel(kv_wait *w) {
   waiter *wt = kv_wait_data(w);
   waiter_unlink(wt);
-  uv_close((uv_handle_t *)wt->timer, kv_free_handle);
-  wt->timer = NULL;
-  wt->w = NULL;
-  kv_wait_wake(w);
+  kv_wait_finish(&wt->w, &wt->timer);
 }
 
 static void waiter_dispose(kv_wait *w) {
@@ -374,12 +353,7 @@ static void sock_close(kv_resource *r) {
   s->poll = NULL;
   zmq_close(s->z);
   s->z = NULL;
-  if (s->all_prev)
-    s->all_prev->all_next = s->all_next;
-  else
-    all_socks = s->all_next;
-  if (s->all_next)
-    s->all_next->all_prev = s->all_prev;
+  KV_LIST_REMOVE(all_socks, s, all_prev, all_next);
   for (size_t i = 0; i < s->nsubs; i++)
     free(s->subs[i].prefix);
   free(s->subs);
@@ -478,6 +452,27 @@ static void apply_options(lua_State *L, zsock *s) {
     set_int(s, ZMQ_XPUB_VERBOSER, 1);
 }
 
+/*
+ * Bind or connect s to every endpoint opts[field] names (join is zmq_bind or
+ * zmq_connect), adding their number to *count: 0, or nil, err pushed (2).
+ * Leaves the list pushed.
+ */
+static int join_endpoints(lua_State *L, zsock *s, const char *field,
+                          int (*join)(void *, const char *), int *count) {
+  int n = string_list(L, 1, field);
+  for (int i = 1; i <= n; i++) {
+    lua_rawgeti(L, -1, i);
+    const char *ep = lua_tostring(L, -1);
+    if (join(s->z, ep) != 0)
+      return zfail(L, field, ep);
+    if (join == zmq_bind)
+      remember_bound(s);
+    lua_pop(L, 1);
+  }
+  *count += n;
+  return 0;
+}
+
 /* Subscribe, bind, connect as opts say: 0, or nil, err pushed (2). */
 static int attach_endpoints(lua_State *L, zsock *s) {
   if (s->type == ZMQ_SUB) {
@@ -495,24 +490,11 @@ static int attach_endpoints(lua_State *L, zsock *s) {
     }
     lua_pop(L, 1);
   }
-  int n = string_list(L, 1, "bind");
-  for (int i = 1; i <= n; i++) {
-    lua_rawgeti(L, -1, i);
-    const char *ep = lua_tostring(L, -1);
-    if (zmq_bind(s->z, ep) != 0)
-      return zfail(L, "bind", ep);
-    remember_bound(s);
-    lua_pop(L, 1);
-  }
-  int m = string_list(L, 1, "connect");
-  for (int i = 1; i <= m; i++) {
-    lua_rawgeti(L, -1, i);
-    const char *ep = lua_tostring(L, -1);
-    if (zmq_connect(s->z, ep) != 0)
-      return zfail(L, "connect", ep);
-    lua_pop(L, 1);
-  }
-  if (n + m == 0)
+  int n = 0;
+  if (join_endpoints(L, s, "bind", zmq_bind, &n) ||
+      join_endpoints(L, s, "connect", zmq_connect, &n))
+    return 2;
+  if (n == 0)
     luaL_error(L, "zmq: give bind= or connect= (an endpoint or a list)");
   lua_pop(L, 2);
   return 0;
@@ -532,10 +514,7 @@ static zsock *sock_new(lua_State *L, int type) {
   s->z = z;
   s->type = type;
   *ud = s;
-  s->all_next = all_socks;
-  if (all_socks)
-    all_socks->all_prev = s;
-  all_socks = s;
+  KV_LIST_PUSH(all_socks, s, all_prev, all_next);
   kv_track(&s->res, type == ZMQ_XPUB ? "zmq pub socket" : "zmq sub socket", sock_close);
   int fd;
   size_t len = sizeof fd;

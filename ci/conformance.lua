@@ -20,6 +20,7 @@
 local fs = require "fs"
 local json = require "json"
 local proc = require "proc"
+local tap = require "tests.lib.tap"
 
 local BIN = os.getenv("KVENGINE_BIN")
 local ROOT = debug.getinfo(1, "S").source:match("^@(.*)/ci/[^/]*$") or "."
@@ -56,20 +57,11 @@ local function parse(argv)
 end
 
 -- Outcomes from the TAP lines of one run: {[key] = "pass" | "fail" | "skip: why" | "gap"}.
-local function outcomes_of(tap)
+local function outcomes_of(text)
   local out, order = {}, {}
-  for line in tap:gmatch("[^\n]+") do
-    local status, body = line:match("^(not ok) %d+ %- (.*)$")
-    if not status then status, body = line:match("^(ok) %d+ %- (.*)$") end
-    if status then
-      local key, directive = body:match("^(.-) # (.*)$")
-      key = key or body
-      local skip = directive and directive:match("^SKIP (.*)$")
-      local outcome = skip and ("skip: " .. skip) or (directive and directive:match("^TODO known gap") and "gap")
-        or (status == "ok" and "pass" or "fail")
-      if not out[key] then order[#order + 1] = key end
-      out[key] = outcome
-    end
+  for _, r in ipairs(tap.results(text)) do
+    if not out[r.key] then order[#order + 1] = r.key end
+    out[r.key] = r.outcome == "skip" and ("skip: " .. r.reason) or r.outcome
   end
   return out, order
 end

@@ -89,6 +89,14 @@ kv_wait *kv_wait_of(lua_KContext ctx);
 void kv_wait_wake(kv_wait *w);
 
 /*
+ * The end of a wait whose record keeps a timer of its own (its timeout, or
+ * a delivery at 0 ms): close *timer, a handle in its own malloc'd block,
+ * clear *timer and *w so the record shows the wait is over, then
+ * kv_wait_wake the wait.
+ */
+void kv_wait_finish(kv_wait **w, uv_timer_t **timer);
+
+/*
  * Waits a binding keeps on a list of its own (the tasks waiting for one
  * child to exit): link w at the head of *list; unlink it (idempotent) before
  * waking it, and in its cancel and dispose callbacks.
@@ -187,6 +195,54 @@ typedef struct kv_option_keys {
 } kv_option_keys;
 
 void kv_set_options(lua_State *L, const kv_option_keys lists[]);
+
+/*
+ * Intrusive doubly linked lists, as the engine and the bindings keep their
+ * handles, waits and calls: a node holds its own pointers to the nodes
+ * before and after it (named by the caller, so a node may sit on several
+ * lists); a list is a pointer to its first node, a queue adds one to its
+ * last.  Removing a node that is on no list does nothing.  Macros, so that
+ * every node type shares them; they evaluate their arguments more than once.
+ */
+#define KV_LIST_PUSH(head, node, prev, next)                                                       \
+  do {                                                                                             \
+    (node)->prev = NULL;                                                                           \
+    (node)->next = (head);                                                                         \
+    if ((head))                                                                                    \
+      (head)->prev = (node);                                                                       \
+    (head) = (node);                                                                               \
+  } while (0)
+
+#define KV_LIST_REMOVE(head, node, prev, next)                                                     \
+  do {                                                                                             \
+    if ((node)->prev || (head) == (node)) {                                                        \
+      if ((node)->prev)                                                                            \
+        (node)->prev->next = (node)->next;                                                         \
+      else                                                                                         \
+        (head) = (node)->next;                                                                     \
+      if ((node)->next)                                                                            \
+        (node)->next->prev = (node)->prev;                                                         \
+      (node)->prev = (node)->next = NULL;                                                          \
+    }                                                                                              \
+  } while (0)
+
+#define KV_QUEUE_APPEND(head, tail, node, prev, next)                                              \
+  do {                                                                                             \
+    (node)->prev = (tail);                                                                         \
+    (node)->next = NULL;                                                                           \
+    if ((tail))                                                                                    \
+      (tail)->next = (node);                                                                       \
+    else                                                                                           \
+      (head) = (node);                                                                             \
+    (tail) = (node);                                                                               \
+  } while (0)
+
+#define KV_QUEUE_REMOVE(head, tail, node, prev, next)                                              \
+  do {                                                                                             \
+    if ((tail) == (node))                                                                          \
+      (tail) = (node)->prev;                                                                       \
+    KV_LIST_REMOVE(head, node, prev, next);                                                        \
+  } while (0)
 
 /*
  * A growable byte buffer: p holds len bytes in room for cap.  Start it

@@ -4,58 +4,79 @@
 #include "options.h"
 
 #include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
 
-enum {
-  OPT_FILTER = 256,
-  OPT_TAGS,
-  OPT_EXCLUDE_TAGS,
-  OPT_LIST,
-  OPT_TAP,
-  OPT_JUNIT,
-  OPT_HTML,
-  OPT_SEED,
-  OPT_TIMEOUT,
-  OPT_FILE_TIMEOUT,
-  OPT_ARTIFACTS,
-  OPT_KEEP_ARTIFACTS,
-  OPT_REPEAT,
-  OPT_FAIL_FAST,
-  OPT_TARGET,
-  OPT_COLOR,
-  OPT_NO_COLOR,
-  OPT_RUN,
-  OPT_HELP,
+/* What an option's argument is, and what the option does to its field. */
+enum kind {
+  K_FLAG,   /* int: 1 when given; a boolean in Lua */
+  K_SET,    /* int: the row's `set` when given; an integer in Lua */
+  K_STRING, /* const char *: the argument */
+  K_LIST,   /* const char *: a comma-separated argument; a list in Lua */
+  K_INT,    /* int: a number from min to max (a fraction is cut off) */
+  K_LONG,   /* long: likewise */
+  K_NUMBER, /* double: a number from min to max */
+  K_HELP,   /* no field: print the usage and exit 0 */
 };
 
-static const struct option long_options[] = {
-    {"jobs", required_argument, NULL, 'j'},
-    {"filter", required_argument, NULL, OPT_FILTER},
-    {"tags", required_argument, NULL, OPT_TAGS},
-    {"exclude-tags", required_argument, NULL, OPT_EXCLUDE_TAGS},
-    {"list", no_argument, NULL, OPT_LIST},
-    {"tap", no_argument, NULL, OPT_TAP},
-    {"junit", required_argument, NULL, OPT_JUNIT},
-    {"html", required_argument, NULL, OPT_HTML},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"timeout", required_argument, NULL, OPT_TIMEOUT},
-    {"file-timeout", required_argument, NULL, OPT_FILE_TIMEOUT},
-    {"artifacts", required_argument, NULL, OPT_ARTIFACTS},
-    {"keep-artifacts", no_argument, NULL, OPT_KEEP_ARTIFACTS},
-    {"repeat", required_argument, NULL, OPT_REPEAT},
-    {"fail-fast", no_argument, NULL, OPT_FAIL_FAST},
-    {"target", required_argument, NULL, OPT_TARGET},
-    {"verbose", no_argument, NULL, 'v'},
-    {"color", no_argument, NULL, OPT_COLOR},
-    {"no-color", no_argument, NULL, OPT_NO_COLOR},
-    {"run", required_argument, NULL, OPT_RUN},
-    {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0},
+static int check_target(const char *source, const char *name);
+
+/*
+ * One row per option: the parser (getopt_long's table is made from it),
+ * kv_options_push and kv_options_forward all read this table, so an option
+ * is added in one place.
+ */
+struct row {
+  const char *flag; /* "--name" */
+  char short_name;  /* its one-letter form, or 0 */
+  enum kind kind;
+  size_t field;    /* offsetof the field in struct kv_options */
+  const char *key; /* the field's key in kv_options_push's table (NULL: no field) */
+  int forward;     /* a worker gets it too (kv_options_forward) */
+  double min, max; /* K_INT, K_LONG, K_NUMBER */
+  int set;         /* K_SET */
+  int (*check)(const char *source, const char *value); /* a K_STRING's further check */
 };
+
+/* A field of struct kv_options: its offset, and its name as the key Lua sees. */
+#define FIELD(name) offsetof(struct kv_options, name), #name
+
+static const struct row rows[] = {
+    /* flag, short, kind, field and key, forward, min, max, set, check */
+    {"--jobs", 'j', K_INT, FIELD(jobs), 0, 1, INT_MAX, 0, NULL},
+    {"--filter", 0, K_STRING, FIELD(filter), 1, 0, 0, 0, NULL},
+    {"--tags", 0, K_LIST, FIELD(tags), 1, 0, 0, 0, NULL},
+    {"--exclude-tags", 0, K_LIST, FIELD(exclude_tags), 1, 0, 0, 0, NULL},
+    {"--list", 0, K_FLAG, FIELD(list), 1, 0, 0, 0, NULL},
+    {"--tap", 0, K_FLAG, FIELD(tap), 0, 0, 0, 0, NULL},
+    {"--junit", 0, K_STRING, FIELD(junit), 0, 0, 0, 0, NULL},
+    {"--html", 0, K_STRING, FIELD(html), 0, 0, 0, 0, NULL},
+    {"--seed", 0, K_LONG, FIELD(seed), 1, 1, 2147483647, 0, NULL},
+    {"--timeout", 0, K_NUMBER, FIELD(timeout), 1, 0.001, HUGE_VAL, 0, NULL},
+    {"--file-timeout", 0, K_NUMBER, FIELD(file_timeout), 1, 0.001, HUGE_VAL, 0, NULL},
+    {"--artifacts", 0, K_STRING, FIELD(artifacts), 1, 0, 0, 0, NULL},
+    {"--keep-artifacts", 0, K_FLAG, FIELD(keep_artifacts), 0, 0, 0, 0, NULL},
+    {"--repeat", 0, K_INT, FIELD(repeat), 0, 1, INT_MAX, 0, NULL},
+    {"--fail-fast", 0, K_FLAG, FIELD(fail_fast), 1, 0, 0, 0, NULL},
+    {"--target", 0, K_STRING, FIELD(target), 1, 0, 0, 0, check_target},
+    {"--verbose", 'v', K_FLAG, FIELD(verbose), 1, 0, 0, 0, NULL},
+    {"--color", 0, K_SET, FIELD(color), 0, 0, 0, 1, NULL},
+    {"--no-color", 0, K_SET, FIELD(color), 0, 0, 0, 0, NULL},
+    {"--run", 0, K_INT, FIELD(run), 0, 1, INT_MAX, 0, NULL},
+    {"--help", 'h', K_HELP, 0, NULL, 0, 0, 0, 0, NULL},
+};
+
+enum { NROWS = sizeof rows / sizeof rows[0], ROW_VAL = 256 /* getopt_long's val of rows[0] */ };
+
+static int takes_argument(const struct row *r) {
+  return r->kind != K_FLAG && r->kind != K_SET && r->kind != K_HELP;
+}
 
 void kv_usage(void) {
   fputs(
@@ -106,11 +127,15 @@ void kv_usage(void) {
       stdout);
 }
 
-static int parse_number(const char *opt, const char *s, double min, double *out) {
+static int parse_number(const char *opt, const char *s, double min, double max, double *out) {
   char *end;
   double v = strtod(s, &end);
-  if (end == s || *end || v < min) {
+  if (end == s || *end || !(v >= min)) {
     fprintf(stderr, "kvengine: %s wants a number >= %g, not '%s'\n", opt, min, s);
+    return -1;
+  }
+  if (v > max) {
+    fprintf(stderr, "kvengine: %s wants a number <= %.0f, not '%s'\n", opt, max, s);
     return -1;
   }
   *out = v;
@@ -142,81 +167,50 @@ static int check_target(const char *source, const char *name) {
   return -1;
 }
 
-static int parse_one(struct kv_options *o, int c, const char *arg) {
+/* Apply row r, given with arg (NULL for options without one), to o. */
+static int apply(struct kv_options *o, const struct row *r, const char *arg) {
+  void *field = (char *)o + r->field;
+  char short_flag[3] = {'-', r->short_name, '\0'};
+  const char *label = r->short_name ? short_flag : r->flag; /* as the usage names it */
   double v;
-  switch (c) {
-  case 'j':
-    if (parse_number("-j", arg, 1, &v))
+  switch (r->kind) {
+  case K_FLAG:
+    *(int *)field = 1;
+    return 0;
+  case K_SET:
+    *(int *)field = r->set;
+    return 0;
+  case K_STRING:
+  case K_LIST:
+    *(const char **)field = arg;
+    return r->check ? r->check(r->flag, arg) : 0;
+  case K_INT:
+    if (parse_number(label, arg, r->min, r->max, &v))
       return -1;
-    o->jobs = (int)v;
+    *(int *)field = (int)v;
     return 0;
-  case OPT_FILTER:
-    o->filter = arg;
-    return 0;
-  case OPT_TAGS:
-    o->tags = arg;
-    return 0;
-  case OPT_EXCLUDE_TAGS:
-    o->exclude_tags = arg;
-    return 0;
-  case OPT_LIST:
-    o->list = 1;
-    return 0;
-  case OPT_TAP:
-    o->tap = 1;
-    return 0;
-  case OPT_JUNIT:
-    o->junit = arg;
-    return 0;
-  case OPT_HTML:
-    o->html = arg;
-    return 0;
-  case OPT_SEED:
-    if (parse_number("--seed", arg, 1, &v) || v > 2147483647.0)
+  case K_LONG:
+    if (parse_number(label, arg, r->min, r->max, &v))
       return -1;
-    o->seed = (long)v;
+    *(long *)field = (long)v;
     return 0;
-  case OPT_TIMEOUT:
-    return parse_number("--timeout", arg, 0.001, &o->timeout);
-  case OPT_FILE_TIMEOUT:
-    return parse_number("--file-timeout", arg, 0.001, &o->file_timeout);
-  case OPT_ARTIFACTS:
-    o->artifacts = arg;
-    return 0;
-  case OPT_KEEP_ARTIFACTS:
-    o->keep_artifacts = 1;
-    return 0;
-  case OPT_REPEAT:
-    if (parse_number("--repeat", arg, 1, &v))
-      return -1;
-    o->repeat = (int)v;
-    return 0;
-  case OPT_FAIL_FAST:
-    o->fail_fast = 1;
-    return 0;
-  case OPT_TARGET:
-    o->target = arg;
-    return check_target("--target", arg);
-  case 'v':
-    o->verbose = 1;
-    return 0;
-  case OPT_COLOR:
-    o->color = 1;
-    return 0;
-  case OPT_NO_COLOR:
-    o->color = 0;
-    return 0;
-  case OPT_RUN:
-    if (parse_number("--run", arg, 1, &v))
-      return -1;
-    o->run = (int)v;
-    return 0;
-  case OPT_HELP:
+  case K_NUMBER:
+    return parse_number(label, arg, r->min, r->max, (double *)field);
+  case K_HELP:
     kv_usage();
     exit(0);
-  default:
-    return -1;
   }
+  return -1;
+}
+
+/* The row getopt_long's return value c stands for, or NULL. */
+static const struct row *row_of(int c) {
+  if (c >= ROW_VAL && c < ROW_VAL + NROWS)
+    return &rows[c - ROW_VAL];
+  for (size_t i = 0; i < NROWS; i++)
+    if (rows[i].short_name && rows[i].short_name == c)
+      return &rows[i];
+  return NULL;
 }
 
 int kv_options_parse(struct kv_options *o, int argc, char **argv) {
@@ -227,18 +221,32 @@ int kv_options_parse(struct kv_options *o, int argc, char **argv) {
     fputs("kvengine: see kvengine --help\n", stderr);
     return -1;
   }
+  struct option longs[NROWS + 1];
+  char shorts[2 * NROWS + 1];
+  size_t ns = 0;
+  for (size_t i = 0; i < NROWS; i++) {
+    int arg = takes_argument(&rows[i]);
+    longs[i] = (struct option){rows[i].flag + 2, arg ? required_argument : no_argument, NULL,
+                               ROW_VAL + (int)i};
+    if (rows[i].short_name) {
+      shorts[ns++] = rows[i].short_name;
+      if (arg)
+        shorts[ns++] = ':';
+    }
+  }
+  longs[NROWS] = (struct option){NULL, 0, NULL, 0};
+  shorts[ns] = '\0';
   optind = 1;
   opterr = 0; /* our own messages, which do not depend on argv[0] */
   int c;
-  while ((c = getopt_long(argc, argv, "j:vh", long_options, NULL)) != -1) {
-    if (c == 'h')
-      c = OPT_HELP;
-    if (c == '?' || c == ':') {
+  while ((c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+    const struct row *r = row_of(c);
+    if (!r) {
       fprintf(stderr, "kvengine: %s: unknown option, or its value is missing\n", argv[optind - 1]);
       fputs("kvengine: see kvengine --help\n", stderr);
       return -1;
     }
-    if (parse_one(o, c, optarg)) {
+    if (apply(o, r, optarg)) {
       fputs("kvengine: see kvengine --help\n", stderr);
       return -1;
     }
@@ -248,14 +256,8 @@ int kv_options_parse(struct kv_options *o, int argc, char **argv) {
   return 0;
 }
 
-static void set_string(lua_State *L, const char *k, const char *v) {
-  if (v) {
-    lua_pushstring(L, v);
-    lua_setfield(L, -2, k);
-  }
-}
-
-static void set_list(lua_State *L, const char *k, const char *csv) {
+/* Push a comma-separated list as a Lua list (empty items left out). */
+static void push_list(lua_State *L, const char *csv) {
   lua_newtable(L);
   int n = 0;
   for (const char *p = csv; p && *p;) {
@@ -267,42 +269,44 @@ static void set_list(lua_State *L, const char *k, const char *csv) {
     }
     p = e ? e + 1 : p + len;
   }
-  lua_setfield(L, -2, k);
+}
+
+/* Push row r's field of o, as its kind shows in Lua; 0 when an unset string has no value. */
+static int push_field(lua_State *L, const struct kv_options *o, const struct row *r) {
+  const void *field = (const char *)o + r->field;
+  switch (r->kind) {
+  case K_FLAG:
+    lua_pushboolean(L, *(const int *)field);
+    return 1;
+  case K_SET:
+  case K_INT:
+    lua_pushinteger(L, *(const int *)field);
+    return 1;
+  case K_LONG:
+    lua_pushinteger(L, *(const long *)field);
+    return 1;
+  case K_NUMBER:
+    lua_pushnumber(L, *(const double *)field);
+    return 1;
+  case K_STRING:
+    if (!*(const char *const *)field)
+      return 0;
+    lua_pushstring(L, *(const char *const *)field);
+    return 1;
+  case K_LIST:
+    push_list(L, *(const char *const *)field);
+    return 1;
+  case K_HELP:
+    break;
+  }
+  return 0;
 }
 
 void kv_options_push(lua_State *L, const struct kv_options *o) {
   lua_newtable(L);
-  lua_pushinteger(L, o->jobs);
-  lua_setfield(L, -2, "jobs");
-  set_string(L, "filter", o->filter);
-  set_list(L, "tags", o->tags);
-  set_list(L, "exclude_tags", o->exclude_tags);
-  lua_pushboolean(L, o->list);
-  lua_setfield(L, -2, "list");
-  lua_pushboolean(L, o->tap);
-  lua_setfield(L, -2, "tap");
-  set_string(L, "junit", o->junit);
-  set_string(L, "html", o->html);
-  lua_pushinteger(L, o->seed);
-  lua_setfield(L, -2, "seed");
-  lua_pushnumber(L, o->timeout);
-  lua_setfield(L, -2, "timeout");
-  lua_pushnumber(L, o->file_timeout);
-  lua_setfield(L, -2, "file_timeout");
-  set_string(L, "artifacts", o->artifacts);
-  lua_pushboolean(L, o->keep_artifacts);
-  lua_setfield(L, -2, "keep_artifacts");
-  lua_pushinteger(L, o->repeat);
-  lua_setfield(L, -2, "repeat");
-  lua_pushboolean(L, o->fail_fast);
-  lua_setfield(L, -2, "fail_fast");
-  set_string(L, "target", o->target);
-  lua_pushboolean(L, o->verbose);
-  lua_setfield(L, -2, "verbose");
-  lua_pushinteger(L, o->color);
-  lua_setfield(L, -2, "color");
-  lua_pushinteger(L, o->run);
-  lua_setfield(L, -2, "run");
+  for (size_t i = 0; i < NROWS; i++)
+    if (rows[i].key && push_field(L, o, &rows[i]))
+      lua_setfield(L, -2, rows[i].key);
   lua_createtable(L, o->argc, 0);
   for (int i = 0; i < o->argc; i++) {
     lua_pushstring(L, o->argv[i]);
@@ -311,36 +315,37 @@ void kv_options_push(lua_State *L, const struct kv_options *o) {
   lua_setfield(L, -2, "command");
 }
 
-static void add(char **argv, int *argc, const char *a) { argv[(*argc)++] = (char *)a; }
-
-static void add_kv(char **argv, int *argc, const char *k, const char *v) {
-  if (v) {
-    add(argv, argc, k);
-    add(argv, argc, v);
-  }
-}
-
 /*
- * Appends at most 24 entries; the strings for numbers live in static buffers,
- * which is fine: the argv is used at once, by one spawn at a time.
+ * Appends the rows marked forward, at most two entries each (22 in all): a
+ * number always, a string when set, a flag when given.  The numbers' text
+ * lives in static buffers, which is fine: the argv is used at once, by one
+ * spawn at a time.
  */
 void kv_options_forward(const struct kv_options *o, char **argv, int *argc) {
-  static char seed[32], timeout[32], file_timeout[32];
-  snprintf(seed, sizeof seed, "%ld", o->seed);
-  snprintf(timeout, sizeof timeout, "%.17g", o->timeout);
-  snprintf(file_timeout, sizeof file_timeout, "%.17g", o->file_timeout);
-  add_kv(argv, argc, "--seed", seed);
-  add_kv(argv, argc, "--timeout", timeout);
-  add_kv(argv, argc, "--file-timeout", file_timeout);
-  add_kv(argv, argc, "--filter", o->filter);
-  add_kv(argv, argc, "--tags", o->tags);
-  add_kv(argv, argc, "--exclude-tags", o->exclude_tags);
-  add_kv(argv, argc, "--artifacts", o->artifacts);
-  add_kv(argv, argc, "--target", o->target);
-  if (o->list)
-    add(argv, argc, "--list");
-  if (o->fail_fast)
-    add(argv, argc, "--fail-fast");
-  if (o->verbose)
-    add(argv, argc, "-v");
+  static char numbers[NROWS][32];
+  for (size_t i = 0; i < NROWS; i++) {
+    const struct row *r = &rows[i];
+    const void *field = (const char *)o + r->field;
+    const char *value = NULL;
+    if (!r->forward)
+      continue;
+    if (r->kind == K_FLAG) {
+      if (*(const int *)field)
+        argv[(*argc)++] = (char *)r->flag;
+      continue;
+    }
+    if (r->kind == K_LONG) {
+      snprintf(numbers[i], sizeof numbers[i], "%ld", *(const long *)field);
+      value = numbers[i];
+    } else if (r->kind == K_NUMBER) {
+      snprintf(numbers[i], sizeof numbers[i], "%.17g", *(const double *)field);
+      value = numbers[i];
+    } else {
+      value = *(const char *const *)field;
+    }
+    if (value) {
+      argv[(*argc)++] = (char *)r->flag;
+      argv[(*argc)++] = (char *)value;
+    }
+  }
 }

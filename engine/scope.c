@@ -28,16 +28,6 @@ struct kv_lost {
 static kv_scope *root;
 static kv_scope *open_scopes;
 
-static void unlink_open(kv_scope *s) {
-  if (s->prev)
-    s->prev->next = s->next;
-  else if (open_scopes == s)
-    open_scopes = s->next;
-  if (s->next)
-    s->next->prev = s->prev;
-  s->prev = s->next = NULL;
-}
-
 static char *dup_or_empty(const char *s) {
   char *d = strdup(s ? s : "");
   if (!d)
@@ -52,10 +42,7 @@ kv_scope *kv_scope_new(const char *test, const char *artifacts) {
   s->test = dup_or_empty(test);
   s->artifacts = dup_or_empty(artifacts);
   s->refs = 1;
-  s->next = open_scopes;
-  if (s->next)
-    s->next->prev = s;
-  open_scopes = s;
+  KV_LIST_PUSH(open_scopes, s, prev, next);
   return s;
 }
 
@@ -106,11 +93,7 @@ void kv_track(kv_resource *r, const char *what, kv_close_fn close) {
   r->what = what;
   r->close = close;
   r->scope = s;
-  r->prev = NULL;
-  r->next = s->resources;
-  if (r->next)
-    r->next->prev = r;
-  s->resources = r;
+  KV_LIST_PUSH(s->resources, r, prev, next);
   s->refs++;
 }
 
@@ -118,24 +101,14 @@ void kv_untrack(kv_resource *r) {
   kv_scope *s = r->scope;
   if (!s)
     return;
-  if (r->prev)
-    r->prev->next = r->next;
-  else
-    s->resources = r->next;
-  if (r->next)
-    r->next->prev = r->prev;
-  r->prev = r->next = NULL;
+  KV_LIST_REMOVE(s->resources, r, prev, next);
   r->scope = NULL;
   kv_scope_unref(s);
 }
 
 void kv_scope_add_task(kv_scope *s, kv_task *t) {
   t->scope = s;
-  t->scope_prev = NULL;
-  t->scope_next = s->tasks;
-  if (t->scope_next)
-    t->scope_next->scope_prev = t;
-  s->tasks = t;
+  KV_LIST_PUSH(s->tasks, t, scope_prev, scope_next);
   s->refs++;
 }
 
@@ -143,12 +116,7 @@ void kv_scope_remove_task(kv_task *t) {
   kv_scope *s = t->scope;
   if (!s)
     return;
-  if (t->scope_prev)
-    t->scope_prev->scope_next = t->scope_next;
-  else
-    s->tasks = t->scope_next;
-  if (t->scope_next)
-    t->scope_next->scope_prev = t->scope_prev;
+  KV_LIST_REMOVE(s->tasks, t, scope_prev, scope_next);
   t->scope = NULL;
   kv_scope_unref(s);
 }
@@ -193,7 +161,7 @@ static kv_task *first_live_task(kv_scope *s) {
 int kv_scope_close(kv_scope *s, lua_State *L) {
   s->refs++;
   s->closed = 1;
-  unlink_open(s);
+  KV_LIST_REMOVE(open_scopes, s, prev, next);
   kv_defer_forget(L, s);
   kv_task *t;
   kv_sched_defer(1);

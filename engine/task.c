@@ -180,6 +180,14 @@ void kv_wait_wake(kv_wait *w) {
   wait_free(w);
 }
 
+void kv_wait_finish(kv_wait **w, uv_timer_t **timer) {
+  kv_wait *wait = *w;
+  uv_close((uv_handle_t *)*timer, kv_free_handle);
+  *timer = NULL;
+  *w = NULL;
+  kv_wait_wake(wait);
+}
+
 /* Put w on a list of waiters (a task's, for task:wait and run). */
 void kv_wait_link(kv_wait *w, kv_wait **list) {
   w->next = *list;

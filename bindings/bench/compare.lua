@@ -43,16 +43,8 @@ end
 -- redis ---------------------------------------------------------------------
 do
   local port = free_port()
-  local server <close> = assert(proc.spawn { argv = { "redis-server", "--port", tostring(port), "--bind",
-    "127.0.0.1", "--save", "", "--appendonly", "no" }, log = "/dev/null" })
-  local redis = require "redis"
-  local up = false
-  for _ = 1, 100 do
-    local c = redis.connect { host = "127.0.0.1", port = port, timeout = 1 }
-    if c then c:close() up = true break end
-    sleep(0.05)
-  end
-  assert(up, "redis-server did not start")
+  local server <close>, client = require("tests.lib.redis_server").start { host = "127.0.0.1", port = port }
+  client:close()
   local ours = figure(run { KV, "serve", DIR .. "/redis_bench.lua", "127.0.0.1", tostring(port), "8", "32",
     "400000" }, "redis_hset_pipeline32")
   local ref = run { "redis-benchmark", "-h", "127.0.0.1", "-p", tostring(port), "-t", "hset", "-P", "32",

@@ -454,12 +454,19 @@ test("a malformed request line gets 400, and the server still answers", function
   still_serves(base)
 end)
 
-test("a body over max_body gets 413, and the server still answers", function()
-  local called = false
-  local srv <close>, base = serve(function(req, res)
-    if req.path ~= "/alive" then called = true end
+-- A server that answers "ok" and notes whether its handler ever saw a
+-- request other than still_serves' /alive (seen.called).
+local function watched_server(opts)
+  local seen = { called = false }
+  local srv, base = serve(function(req, res)
+    if req.path ~= "/alive" then seen.called = true end
     res:finish("ok")
-  end, { max_body = 1000 })
+  end, opts)
+  return srv, base, seen
+end
+
+test("a body over max_body gets 413, and the server still answers", function()
+  local srv <close>, base, seen = watched_server { max_body = 1000 }
   -- announced by Content-Length: answered before any body byte is sent
   local out = python(RAW, srv:port(), "POST /up HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 5000\\r\\n\\r\\n")
   expect(out):matches("^HTTP/1.1 413 ")
@@ -472,18 +479,14 @@ test("a body over max_body gets 413, and the server still answers", function()
   local r, err = http.post(base .. "/up", string.rep("z", 200000))
   expect(err):is_nil()
   expect(r.status):eq(413)
-  expect(called):eq(false, "the handler never saw an oversized request")
+  expect(seen.called):eq(false, "the handler never saw an oversized request")
   local ok = assert(http.post(base .. "/small", string.rep("z", 1000)))
   expect(ok.status):eq(200, "max_body itself is allowed")
   still_serves(base)
 end)
 
 test("a client that disconnects mid-request is forgotten, and the server still answers", function()
-  local called = false
-  local srv <close>, base = serve(function(req, res)
-    if req.path ~= "/alive" then called = true end
-    res:finish("ok")
-  end)
+  local srv <close>, base, seen = watched_server()
   python([[
 import socket, sys
 port = int(sys.argv[1])
@@ -497,7 +500,7 @@ s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00
 s.close()  # with a reset
 ]], srv:port())
   sleep(0.1)
-  expect(called):eq(false, "no handler ran for an incomplete request")
+  expect(seen.called):eq(false, "no handler ran for an incomplete request")
   still_serves(base)
 end)
 

@@ -67,17 +67,13 @@ local expected = {
     { S "BlockStored", { I(H1), "i:5" }, I(H2), TOK, "i:2", "i:1", S "GPU", S "sql", null },
     { S "BlockRemoved", { I(H2) }, S "GPU" },
     { S "AllBlocksCleared" } }, "i:0" },
-  ["sim-map"] = { "f:1700000000.5", {
-    { map = { { S "type", S "BlockStored" }, { S "block_hashes", { I(H1), "i:5" } },
-      { S "parent_block_hash", I(H2) }, { S "token_ids", TOK }, { S "block_size", "i:2" },
-      { S "lora_id", "i:1" }, { S "medium", S "GPU" }, { S "lora_name", S "sql" } } },
-    { map = { { S "type", S "BlockRemoved" }, { S "block_hashes", { I(H2) } }, { S "medium", S "GPU" } } },
-    { map = { { S "type", S "AllBlocksCleared" } } } }, "i:0" },
   ["sglang"] = { "f:1700000000.5", {
     { S "BlockStored", { I(H1), "i:5" }, I(H2), TOK, "i:2", "i:1", S "GPU" },
     { S "BlockRemoved", { I(H2) }, S "GPU" },
     { S "AllBlocksCleared" } }, "i:0" },
 }
+-- With every field set, and integer widths not shown, the sim's maps read as vLLM's.
+expected["sim-map"] = expected["vllm-map"]
 
 test("python-msgpack reads every dialect the engine writes", function()
   local lines = {}

@@ -9,6 +9,7 @@
 
 local fs = require "fs"
 local proc = require "proc"
+local procfs = require "tests.lib.procfs"
 
 local ENGINE = os.getenv("KVENGINE_BIN")
 
@@ -32,11 +33,7 @@ local read_file, write_file = fs.read, fs.write
 
 -- A process that exists and is not a zombie.  An orphan whose new parent
 -- has not reaped it yet is a zombie: it runs no more.
-local function alive(pid)
-  local stat = read_file("/proc/" .. math.tointeger(pid) .. "/stat")
-  local state = stat and stat:match(".*%) (%a)")
-  return state ~= nil and state ~= "Z" and state ~= "X"
-end
+local function alive(pid) return not procfs.gone(pid) end
 
 local function all_gone(pids)
   for _, pid in ipairs(pids) do
@@ -421,11 +418,7 @@ local INNER_FILE = [=[
 local proc = require "proc"
 local dir = os.getenv("PROC_TEST_DIR")
 local read_file = require("fs").read
-local function alive(pid)
-  local stat = read_file("/proc/" .. pid .. "/stat")
-  local state = stat and stat:match(".*%) (%a)")
-  return state ~= nil and state ~= "Z" and state ~= "X"
-end
+local gone = require("tests.lib.procfs").gone
 local function family(name)
   local pidfile = dir .. "/" .. name
   local script = 'sleep 300 & echo $$ $! > "$1.tmp" && mv "$1.tmp" "$1"; wait'
@@ -435,7 +428,7 @@ local function family(name)
 end
 local function check(name)
   local sh, sl = read_file(dir .. "/" .. name):match("^(%d+) (%d+)")
-  eventually(function() return not alive(sh) and not alive(sl) end)
+  eventually(function() return gone(sh) and gone(sl) end)
   local f = assert(io.open(dir .. "/" .. name .. ".gone", "w"))
   f:close()
 end

@@ -6,6 +6,7 @@ package.path = debug.getinfo(1, "S").short_src:match("^(.*)/") .. "/lib/?.lua;" 
 local child = require "child_engine"
 local fs = require "fs"
 local proc = require "proc"
+local procfs = require "tests.lib.procfs"
 
 -- The first test passes at once; the second writes a marker with its
 -- worker's pid, then sleeps.
@@ -50,11 +51,6 @@ local function watch(log, engine, t0, last, limit)
   return seen, running
 end
 
-local function gone(pid)
-  local stat = fs.read("/proc/" .. pid .. "/stat")
-  return stat == nil or stat:match("^%d+ %b() Z") ~= nil
-end
-
 test("through a pipe, a test's line arrives when the test ends, before the next test's sleep is over", { timeout = 60 }, function()
   local t0 = now()
   local dir, engine, cat = start(3)
@@ -81,7 +77,7 @@ test("after SIGKILL of the engine and its worker, the lines it reported are in t
   engine:kill("KILL")
   local _, how = engine:wait(10)
   expect(how):eq("signal", "the engine died of the signal")
-  eventually(function() return gone(pid) end, { timeout = 10 }) -- no orphan either
+  eventually(function() return procfs.gone(pid) end, { timeout = 10 }) -- no orphan either
   local log = fs.read(dir .. "/out.log")
   expect(log):matches("^kvengine: 1 file, seed %d+\ncommand: [^\n]*stream%.lua\n[^\n]*stream%.lua\n  ok      first\n",
     "the seed, the command line, the file and the first test's line were written before the kill")
