@@ -18,6 +18,7 @@
 ---@field target? string  default --target / KVENGINE_TARGET, else "local"
 ---@field dir? string  the stack's log folder
 ---@field sabotage? table  test-only: break a link of the data path (targets with the sabotage capability)
+---@field tokenizer_port? integer  engines also answer /tokenize on this port (the router's vllmTokenizerPort)
 
 ---A pod of kvcache.stack{pods = {...}}.
 ---@class kvcache.options.pod
@@ -77,6 +78,7 @@
 ---@field pod? string  required by expect_owner
 ---@field blocks? integer  the first n blocks; default every full block
 ---@field timeout? number
+---@field why? string  the rule the check stands for, named in its failure (e.g. "OWNER-4")
 
 ---The options of stack:serve.
 ---@class kvcache.options.serve
@@ -187,7 +189,7 @@
 ---@field tokens integer[]  the prompt's tokens, as the pod tokenized it
 ---@field owned {key: string, ts: integer}[]  the pod's owner field on each full block, as the engine announced it
 
----@alias KvCapability "decisions"|"restart"|"kill"|"lora_load"|"fault"|"router_restart"|"redis_outage"|"raw_redis"|"event_stats"|"engine_cache"|"runtime_options"|"sim_options"|"mixed_pods"|"sabotage"|"second_stack"
+---@alias KvCapability "decisions"|"restart"|"kill"|"lora_load"|"fault"|"router_restart"|"redis_outage"|"raw_redis"|"event_stats"|"engine_cache"|"runtime_options"|"sim_options"|"mixed_pods"|"sabotage"|"second_stack"|"tokenize_log"|"runtime_input"|"router_view"|"tokenizer_port"
 
 ---What stack:route and stack:expect_routed return.
 ---@class KvTally
@@ -343,6 +345,26 @@ function KvStack:redis() end
 ---@param pod string
 ---@return {bridge: table?, runtime: table?, errors: table}
 function KvStack:event_stats(pod) end
+
+---The router's access log entry of a request (request_id, selected_pod, upstream_attempts, status, ...), once written.
+---@param request_id string
+---@return table
+function KvStack:access_log(request_id) end
+
+---The /tokenize requests the pod's engine received, oldest first (needs tokenize_log).
+---@param pod string
+---@return {seq: integer, port: integer, body: string}[]
+function KvStack:tokenize_requests(pod) end
+
+---Frames straight to the pod's runtime, past the bridge's checks; returns once dealt with (needs runtime_input).
+---@param pod string
+---@param frames string[]
+function KvStack:publish_runtime(pod, frames) end
+
+---The router's view of a pod: the waiting and running counts it last polled, its models (needs router_view).
+---@param pod string
+---@return {waiting: integer, running: integer, models: string[]}
+function KvStack:router_view(pod) end
 
 ---@param pod string
 function KvStack:restart(pod) end
