@@ -21,11 +21,11 @@ local FAILING = { failure_injection_rate = 100, failure_types = { "server_error"
 
 test("the best pod answering 503 is retried once on the next pod; the access log shows both attempts", function()
   local s <close> = kvcache.stack { pods = { { sim = FAILING }, {}, {} } }
-  local prompt, tokens = s:prompt(4)
-  s:inject("p1", kvcache.stored { tokens = tokens })
-  s:expect_owner { tokens = tokens, pod = "p1" }
-
   for _, stream in ipairs({ false, true }) do
+    -- A prompt of its own: the pod that served the last one announced it.
+    local prompt, tokens = s:prompt(4)
+    s:inject("p1", kvcache.stored { tokens = tokens })
+    s:expect_owner { tokens = tokens, pod = "p1" }
     local kind = stream and "a streamed request" or "a request"
     local r = assert(s:complete { prompt = prompt, max_tokens = 1, stream = stream })
     expect(r.status):eq(200, string.format("RETRY-1: p1, scheduled first for %s (it holds the prompt), answers "
