@@ -14,7 +14,7 @@
 #include <lauxlib.h>
 
 /*
- * Push the JSON module: require "json" (the engine's, with the integer fix),
+ * Push the JSON module: require("json") (the engine's, with the integer fix),
  * falling back to lua-cjson only when there is no such module at all.
  */
 static void push_json_module(lua_State *L) {

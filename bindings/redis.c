@@ -1,7 +1,7 @@
 /*
  * redis.c - the `redis` module: a Redis client for scenarios, on the loop.
  *
- *   local redis = require "redis"
+ *   local redis = require("redis")
  *   local c = redis.connect{host = "127.0.0.1", port = 6379, db = 0,
  *                           password = nil, timeout = 5}  -- or nil, err
  *   c:call("HSET", key, field, value)   -> reply; raises "redis: <error>"

@@ -1,7 +1,7 @@
 /*
  * zmq.c - the `zmq` module: ZeroMQ publish/subscribe for scenarios.
  *
- *   local zmq = require "zmq"
+ *   local zmq = require("zmq")
  *   local pub = zmq.pub{bind = "tcp://127.0.0.1:0" | {...}, connect = ...,
  *                       hwm = 100000}                     -> s | nil, err
  *   pub:send{topic, seq, payload}          -> true | nil, err

@@ -17,10 +17,10 @@
 -- pattern | ... |`, Lua patterns). Exits 1 on an unexplained difference,
 -- 3 when a run could not be made.
 
-local fs = require "fs"
-local json = require "json"
-local proc = require "proc"
-local tap = require "tests.lib.tap"
+local fs = require("fs")
+local json = require("json")
+local proc = require("proc")
+local tap = require("tests.lib.tap")
 
 local BIN = os.getenv("KVENGINE_BIN")
 local ROOT = debug.getinfo(1, "S").source:match("^@(.*)/ci/[^/]*$") or "."

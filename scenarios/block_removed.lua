@@ -18,8 +18,8 @@
 -- in the test are cache hits that announce nothing which could overtake the
 -- withdrawal.
 
-local kv = require "kv"
-local kvcache = require "kvcache"
+local kv = require("kv")
+local kvcache = require("kvcache")
 
 -- event_batch_size = 1: engines announce each event at once.
 local stack = kvcache.stack { pods = 3, sim = { event_batch_size = 1 } }

@@ -10,7 +10,7 @@
 -- prompt's blocks the best candidate holds). Counting them would report
 -- cache hits that no request can use.
 
-local kvcache = require "kvcache"
+local kvcache = require("kvcache")
 
 -- The match ratio histogram's sum and count for a model (default the
 -- stack's; an adapter request is counted under the adapter's name).

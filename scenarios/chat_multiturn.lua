@@ -11,7 +11,7 @@
 -- and that a conversation's next turn lands on the pod whose sim cached its
 -- earlier turns, learnt from the sim's own KV events with no injection.
 
-local kvcache = require "kvcache"
+local kvcache = require("kvcache")
 
 local stack
 

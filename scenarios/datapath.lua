@@ -11,7 +11,7 @@
 -- key, the model, the owner field or the hash differ by one character,
 -- Kthena routes as if there were no cache at all, and no error says so.
 
-local kvcache = require "kvcache"
+local kvcache = require("kvcache")
 
 local BLOCK = 16 -- blockSizeToHash of the default router configuration
 

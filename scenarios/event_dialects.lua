@@ -19,8 +19,8 @@
 -- runtime) they are not checked, and where the runtime's decoder cannot be
 -- switched the tolerant decoder's test is skipped.
 
-local kv = require "kv"
-local kvcache = require "kvcache"
+local kv = require("kv")
+local kvcache = require("kvcache")
 
 local stack -- vLLM pods behind Kthena's decoder, for the whole file
 

@@ -16,8 +16,8 @@
 -- prompt only p1 holds, with kvcache-aware weighted 3: whenever p1 is a
 -- candidate it wins. The long requests are cut by closing their streams.
 
-local http = require "http"
-local kvcache = require "kvcache"
+local http = require("http")
+local kvcache = require("kvcache")
 
 local SCALE = require("engine").time_scale()
 local MAX_WAITING = 2

@@ -29,10 +29,10 @@
 -- reach a clearly higher hit ratio (10 points at least) and fewer evictions
 -- than random; least-request is reported for reference.
 
-local engine = require "engine"
-local http = require "http"
-local json = require "json"
-local kvcache = require "kvcache"
+local engine = require("engine")
+local http = require("http")
+local json = require("json")
+local kvcache = require("kvcache")
 
 local PROMPTS = 8
 local PER_PROMPT = math.tointeger(tonumber(os.getenv("LOAD_PREFIX_REQUESTS") or "")) or 40

@@ -15,7 +15,7 @@
 -- start (and on kind it is the install's one router's), so stacks with
 -- different configurations never run side by side.
 
-local kvcache = require "kvcache"
+local kvcache = require("kvcache")
 
 -- A router configuration with the given kvcache-aware args.
 local function router(args)

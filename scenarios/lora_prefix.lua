@@ -20,7 +20,7 @@
 -- fixed. The last test runs the local runtime keyed by adapter name
 -- (runtime.lora_keys = "lora_name") and shows that this closes the gap.
 
-local kvcache = require "kvcache"
+local kvcache = require("kvcache")
 
 -- Kthena's setup for adapters: least-request and lora-affinity filter,
 -- least-request and kvcache-aware score.

@@ -20,8 +20,8 @@
 -- On a target whose runtime has no /stats (kind) the runtime's counters
 -- and log are not checked; the bridge's and Redis are.
 
-local kv = require "kv"
-local kvcache = require "kvcache"
+local kv = require("kv")
+local kvcache = require("kvcache")
 
 local stack, pod
 

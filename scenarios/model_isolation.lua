@@ -19,7 +19,7 @@
 -- also why an adapter's own announcements count for the base model today:
 -- lora_prefix.lua shows that gap (a known gap) and the fix.
 
-local kvcache = require "kvcache"
+local kvcache = require("kvcache")
 
 local ADAPTER = "iso-adapter"
 

@@ -16,7 +16,7 @@
 -- directly (owned_by): the key is the same (same model, same block), the
 -- field is p1.<other namespace>, the value the current second.
 
-local kvcache = require "kvcache"
+local kvcache = require("kvcache")
 
 local stack = kvcache.stack { pods = 3 }
 local other = "other-" .. stack.namespace

@@ -11,7 +11,7 @@
 -- since a stale entry would pull requests to a pod that has to recompute
 -- them anyway.
 
-local kvcache = require "kvcache"
+local kvcache = require("kvcache")
 
 local SMALL_CACHE = 8 -- blocks of p1's sim
 

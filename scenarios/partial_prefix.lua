@@ -17,7 +17,7 @@
 -- where the target reports them, and the best pod's match ratio (matched /
 -- blocks) through Kthena's kthena_router_kvcache_aware_match_ratio metric.
 
-local kvcache = require "kvcache"
+local kvcache = require("kvcache")
 
 local BLOCK = 16 -- blockSizeToHash of the default router configuration
 

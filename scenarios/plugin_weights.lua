@@ -17,8 +17,8 @@
 -- start (and on kind it is the install's one router's), so stacks with
 -- different configurations never run side by side.
 
-local kvcache = require "kvcache"
-local http = require "http"
+local kvcache = require("kvcache")
+local http = require("http")
 
 local SCALE = require("engine").time_scale()
 local MAX_WAITING = 3 -- least-request's maxWaitingRequests in these stacks

@@ -20,7 +20,7 @@
 -- make more owners. The kind target cannot stop its shared Redis: kvcache
 -- skips these tests there.
 
-local kvcache = require "kvcache"
+local kvcache = require("kvcache")
 
 local SCALE = require("engine").time_scale()
 local ERRORS = "kthena_router_kvcache_aware_errors_total"

@@ -12,7 +12,7 @@
 -- this rule, every prompt the pod had cached would keep going to it, for up
 -- to a day (until the router's GC), and be recomputed there.
 
-local kvcache = require "kvcache"
+local kvcache = require("kvcache")
 
 local BLOCK = 16 -- blockSizeToHash of the default router configuration
 

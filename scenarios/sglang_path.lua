@@ -10,7 +10,7 @@
 -- instead of vllm:kv:block:. A mistake in any of them and SGLang pods
 -- silently lose their cache score; this file walks each link.
 
-local kvcache = require "kvcache"
+local kvcache = require("kvcache")
 
 local stack
 

@@ -13,7 +13,7 @@
 -- answered (tokenize_log) can. Where a target keeps no such record the
 -- tests check routing only.
 
-local kvcache = require "kvcache"
+local kvcache = require("kvcache")
 
 -- The /tokenize requests the stack's pods receive while fn runs, as
 -- {pod =, seq =, port =, body =}, in pod order.

@@ -21,7 +21,7 @@
 -- Faults come from the local sims' admin endpoint (stack:fault): the kind
 -- target has none, and kvcache skips these tests there.
 
-local kvcache = require "kvcache"
+local kvcache = require("kvcache")
 
 local ERRORS = "kthena_router_kvcache_aware_errors_total"
 local PODS = { "p1", "p2", "p3" }

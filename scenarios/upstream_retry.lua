@@ -15,7 +15,7 @@
 -- server_error (503), an llm-d-inference-sim flag; it holds the prompt's
 -- blocks, so the router schedules it first every time.
 
-local kvcache = require "kvcache"
+local kvcache = require("kvcache")
 
 local FAILING = { failure_injection_rate = 100, failure_types = { "server_error" } }
 

@@ -1,5 +1,5 @@
 ---@meta engine
--- `local engine = require "engine"`: what fixture libraries need from the engine beyond
+-- `local engine = require("engine")`: what fixture libraries need from the engine beyond
 -- the test API (engine/lua/engine.lua; docs/api.md). The option classes here type the
 -- test API's option tables; their fields are checked against engine.options.
 

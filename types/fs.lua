@@ -1,5 +1,5 @@
 ---@meta fs
--- `local fs = require "fs"`: the few file chores tests and fixtures share
+-- `local fs = require("fs")`: the few file chores tests and fixtures share
 -- (engine/lua/fs.lua). Blocking, for small local files.
 
 ---@class fs

@@ -1,5 +1,5 @@
 ---@meta http
--- `local http = require "http"`: an HTTP client (libcurl) and an HTTP/1.1 server on the
+-- `local http = require("http")`: an HTTP client (libcurl) and an HTTP/1.1 server on the
 -- loop (bindings/http.c; docs/http.md). Option classes are checked against http.options.
 
 ---The options of http.request: one request (each of http.batch's too).

@@ -1,5 +1,5 @@
 ---@meta json
--- `local json = require "json"`: lua-cjson with its number and empty-array gaps closed
+-- `local json = require("json")`: lua-cjson with its number and empty-array gaps closed
 -- (engine/lua/json.lua; docs/api-modules.md).
 
 ---@class json

@@ -1,5 +1,5 @@
 ---@meta kv
--- `local kv = require "kv"`: KV-cache facts as Kthena computes them: block hashes, Redis
+-- `local kv = require("kv")`: KV-cache facts as Kthena computes them: block hashes, Redis
 -- keys, the sim's tokenizer, KV events and their wire dialects (bindings/kv.c;
 -- docs/api-modules.md). Hashes are Lua integers with the uint64's bits (above 2^63 they
 -- read negative; kv.u64 prints them). Option classes are checked against kv.options and

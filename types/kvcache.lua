@@ -1,5 +1,5 @@
 ---@meta kvcache
--- `local kvcache = require "kvcache"`: the fixture library scenarios use: a whole
+-- `local kvcache = require("kvcache")`: the fixture library scenarios use: a whole
 -- KV-cache routing stack on the run's target, and the stack object that drives it
 -- (fixtures/kvcache.lua, fixtures/kvcache/; docs/writing-scenarios.md). Option classes
 -- are checked against the lists of fixtures/kvcache/options.lua, the ones the library's

@@ -1,5 +1,5 @@
 ---@meta proc
--- `local proc = require "proc"`: child processes under a supervisor that owns their
+-- `local proc = require("proc")`: child processes under a supervisor that owns their
 -- process group (bindings/proc.c; docs/api-modules.md). No shell: argv arrays only.
 -- Option classes are checked against proc.options.
 

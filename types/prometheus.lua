@@ -1,5 +1,5 @@
 ---@meta prometheus
--- `local prometheus = require "prometheus"` (also kvcache.prometheus): reads the
+-- `local prometheus = require("prometheus")` (also kvcache.prometheus): reads the
 -- Prometheus text format (fixtures/prometheus.lua), for stack:metrics().
 
 ---@class KvSample

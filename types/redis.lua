@@ -1,5 +1,5 @@
 ---@meta redis
--- `local redis = require "redis"`: Redis over hiredis on the loop (bindings/redis.c;
+-- `local redis = require("redis")`: Redis over hiredis on the loop (bindings/redis.c;
 -- docs/api-modules.md). Option classes are checked against redis.options.
 
 ---The options of redis.connect.

@@ -1,5 +1,5 @@
 ---@meta zmq
--- `local zmq = require "zmq"`: ZeroMQ publishers (XPUB) and subscribers on the loop
+-- `local zmq = require("zmq")`: ZeroMQ publishers (XPUB) and subscribers on the loop
 -- (bindings/zmq.c; docs/api-modules.md). Option classes are checked against zmq.options.
 
 ---The options of zmq.pub.

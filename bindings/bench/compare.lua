@@ -12,7 +12,7 @@
 --
 -- Figures, not verdicts: each line shows the ratio and the target.
 
-local proc = require "proc"
+local proc = require("proc")
 
 local KV = os.getenv("KVENGINE_BIN")
 local DIR = debug.getinfo(1, "S").short_src:match("^(.*)/[^/]*$")

@@ -13,7 +13,7 @@
 --
 -- Output: `name value unit` lines (bindings/bench/compare.lua reads them).
 
-local http = require "http"
+local http = require("http")
 
 local port = tonumber(arg[1] or "0") or 0
 local mode = arg[2] or "client"

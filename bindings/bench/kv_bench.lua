@@ -8,7 +8,7 @@
 -- events of one 16-token block each, as the sim batches them).  SECONDS
 -- (default 0.5) is the time spent on each measurement.
 
-local kv = require "kv"
+local kv = require("kv")
 
 local clock = type(now) == "function" and now or os.clock
 local budget = tonumber((...)) or 0.5

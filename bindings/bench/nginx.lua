@@ -6,9 +6,9 @@
 --   local nginx = dofile(DIR .. "/nginx.lua")
 --   local srv = nginx.start()   -- nil, why when nginx is not installed
 --   srv.url ... srv:stop()
-local fs = require "fs"
-local http = require "http"
-local proc = require "proc"
+local fs = require("fs")
+local http = require("http")
+local proc = require("proc")
 
 local M = {}
 

@@ -7,7 +7,7 @@
 -- (compare with `redis-benchmark -t hset -P <batch> -c <clients>`).
 -- Prints one line: redis_hset_pipeline<batch> <ops per second> ops/s
 
-local redis = require "redis"
+local redis = require("redis")
 
 local host = arg[1] or "127.0.0.1"
 local port = math.tointeger(tonumber(arg[2] or "6379"))

@@ -10,7 +10,7 @@
 -- Prints one line: zmq_pubsub_<size>B <messages per second> msg/s
 -- (received messages over the time from the first send to the last recv).
 
-local zmq = require "zmq"
+local zmq = require("zmq")
 
 local n = math.tointeger(tonumber(arg[1] or "500000"))
 local size = math.tointeger(tonumber(arg[2] or "200"))

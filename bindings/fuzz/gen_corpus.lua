@@ -6,7 +6,7 @@
 --
 -- OUTDIR defaults to bindings/fuzz/corpus/events beside this script.
 
-local kv = require "kv"
+local kv = require("kv")
 
 local out = ... or ((arg and arg[0] or ""):match("^(.*/)") or "./") .. "corpus/events"
 

@@ -3,7 +3,7 @@
 -- test` builds them (clang's libFuzzer) into $KVENGINE_FUZZ_DIR; `make
 -- fuzz-events` / `make fuzz-http FUZZ_TIME=600` run them longer.
 
-local proc = require "proc"
+local proc = require("proc")
 
 local DIR = os.getenv("KVENGINE_FUZZ_DIR") or "build/fuzz"
 local SECONDS = 5

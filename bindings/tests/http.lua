@@ -3,9 +3,9 @@
 -- sockets from a Python peer (malformed input, limits, disconnects,
 -- pipelining), always checking that the server still answers afterwards.
 
-local fs = require "fs"
-local http = require "http"
-local json = require "json"
+local fs = require("fs")
+local http = require("http")
+local json = require("json")
 local has_proc, proc = pcall(require, "proc")
 
 local PY = "/usr/bin/python3" -- Debian's; the python3 on PATH may be another one

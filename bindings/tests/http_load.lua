@@ -6,8 +6,8 @@
 -- timing checks here compare a histogram with a delay the test's own server
 -- imposes, which is what the histogram is for.
 
-local http = require "http"
-local json = require "json"
+local http = require("http")
+local json = require("json")
 local has_proc, proc = pcall(require, "proc")
 
 local PY = "/usr/bin/python3"

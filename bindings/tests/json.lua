@@ -1,7 +1,7 @@
 -- Tests of the json module: lua-cjson with integers, null and empty arrays
 -- handled as the project's Lua surface promises.
 
-local json = require "json"
+local json = require("json")
 
 test("decode returns integral numbers as integers, at any depth", function()
   local v = json.decode('{"a": 1, "b": [2, 3.5, {"c": -4}], "d": 1e3, "e": 0.0, "f": -0}')

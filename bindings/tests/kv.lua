@@ -1,8 +1,8 @@
 -- Tests of the kv module: Kthena's block hashing, the sim's tokenizer, Redis
 -- key helpers, uint64 conversions, and the KV-event wire dialects.
 
-local kv = require "kv"
-local json = require "json"
+local kv = require("kv")
+local json = require("json")
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 

@@ -3,8 +3,8 @@
 -- Python reads what the engine writes, and the engine reads what Python
 -- writes, hashes above 2^63 and raw-bytes hashes included.
 
-local kv = require "kv"
-local json = require "json"
+local kv = require("kv")
+local json = require("json")
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local PYTHON = "/usr/bin/python3" -- Debian's, which has python3-msgpack

@@ -7,9 +7,9 @@
 -- written to a temporary folder.  Every process signalled here was started
 -- here: through a proc handle, whose kill reaches only its own group.
 
-local fs = require "fs"
-local proc = require "proc"
-local procfs = require "tests.lib.procfs"
+local fs = require("fs")
+local proc = require("proc")
+local procfs = require("tests.lib.procfs")
 
 local ENGINE = os.getenv("KVENGINE_BIN")
 
@@ -415,7 +415,7 @@ end)
 -- The inner file: each test leaves a family running and ends badly; the test
 -- after it checks that the family is gone and writes a mark.
 local INNER_FILE = [=[
-local proc = require "proc"
+local proc = require("proc")
 local dir = os.getenv("PROC_TEST_DIR")
 local read_file = require("fs").read
 local gone = require("tests.lib.procfs").gone
@@ -489,7 +489,7 @@ end)
 
 -- The served program: starts a family, writes its pids, waits forever.
 local SERVED = [=[
-local proc = require "proc"
+local proc = require("proc")
 local dir = ...
 local script = 'sleep 300 & echo $$ $! > "$1.tmp" && mv "$1.tmp" "$1"; wait'
 local p = assert(proc.spawn { argv = { "/bin/sh", "-c", script, "sh", dir .. "/pids" } })

@@ -1,8 +1,8 @@
 -- Tests of the redis module against real redis-server processes on loopback,
 -- each on a free port with no persistence.
 
-local redis = require "redis"
-local proc = require "proc"
+local redis = require("redis")
+local proc = require("proc")
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 

@@ -2,8 +2,8 @@
 -- and interop with an independent peer (Debian's python3-zmq, run as
 -- /usr/bin/python3: a `python3` on PATH may lack the Debian modules).
 
-local zmq = require "zmq"
-local proc = require "proc"
+local zmq = require("zmq")
+local proc = require("proc")
 
 local PYTHON = "/usr/bin/python3"
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"

@@ -16,9 +16,9 @@
 --                          (default build/html-check)
 --   HTML_CHECK_SCREENSHOT  also copy the screenshot there (docs/img/report.png)
 
-local fs = require "fs"
-local json = require "json"
-local proc = require "proc"
+local fs = require("fs")
+local json = require("json")
+local proc = require("proc")
 
 local HERE = debug.getinfo(1, "S").short_src:match("^(.*)/[^/]*$") or "."
 local OUT = os.getenv("HTML_CHECK_DIR") or "build/html-check"

@@ -6,10 +6,10 @@
 -- JSON file HTML_CHECK_RECORD names, with the injects it made, so that the
 -- check compares the rendered page with what the run did.
 
-local engine = require "engine"
-local fs = require "fs"
-local json = require "json"
-local kvcache = require "kvcache"
+local engine = require("engine")
+local fs = require("fs")
+local json = require("json")
+local kvcache = require("kvcache")
 
 local RECORD = assert(os.getenv("HTML_CHECK_RECORD"), "HTML_CHECK_RECORD names the file of what the run did")
 

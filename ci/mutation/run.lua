@@ -25,8 +25,8 @@
 -- ratio and the wall time; the run fails on any survivor, stale or broken
 -- entry.
 
-local fs = require "fs"
-local proc = require "proc"
+local fs = require("fs")
+local proc = require("proc")
 
 io.stdout:setvbuf("line")
 

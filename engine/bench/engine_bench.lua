@@ -1,7 +1,7 @@
 -- Engine benchmarks, run by `make bench` as `kvengine serve engine_bench.lua`:
 -- median wall time of whole kvengine runs beside `lua5.4 -e ''`, and the
 -- cost of the deadline hook on a pure-Lua loop.
-local proc = require "proc"
+local proc = require("proc")
 
 local KV = os.getenv("KVENGINE_BIN")
 local HERE = debug.getinfo(1, "S").short_src:match("^(.*)/[^/]*$")

@@ -8,7 +8,7 @@
 -- (passed, skipped, known gaps).  --keep-artifacts keeps them all.  The
 -- root goes too at the end when this run made it and left it empty.
 
-local fs = require "fs"
+local fs = require("fs")
 local M = {}
 M.__index = M
 

@@ -1,5 +1,5 @@
 -- engine.lua - what fixture libraries need from the engine beyond the test
--- API: `local engine = require "engine"`.
+-- API: `local engine = require("engine")`.
 --
 --   engine.scope() -> the scope the caller runs in (its test's, or the
 --     file's); engine.spawn_in(scope, fn, ...) -> task: fn runs in that
@@ -31,11 +31,11 @@
 --     fields (as the bindings' module.options: the editor types in types/
 --     are checked against them).
 
-local json = require "json"
-local failure = require "failure"
-local known_gap = require "known_gap"
-local testapi = require "testapi"
-local version = require "version"
+local json = require("json")
+local failure = require("failure")
+local known_gap = require("known_gap")
+local testapi = require("testapi")
+local version = require("version")
 
 local engine = {}
 

@@ -5,7 +5,7 @@
 -- message, the expected and actual values rendered readably, for tables the
 -- paths where they differ, and the file:line of the assertion in the test.
 
-local failure = require "failure"
+local failure = require("failure")
 
 local show -- forward
 

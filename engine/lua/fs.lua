@@ -1,5 +1,5 @@
 -- fs.lua - the few file operations tests and fixtures keep needing:
--- `local fs = require "fs"`.
+-- `local fs = require("fs")`.
 --
 --   fs.read(path) -> contents | nil, err
 --   fs.write(path, data)          raises when it cannot

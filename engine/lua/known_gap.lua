@@ -14,7 +14,7 @@
 -- after its stack started: the run's target (engine.target()) and the
 -- versions the fixture layer declared (version.lua) are known by then.
 
-local version = require "version"
+local version = require("version")
 
 local M = {}
 

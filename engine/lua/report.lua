@@ -13,8 +13,8 @@
 -- with the plain line "N passed, N failed, N skipped", where known gaps
 -- count as skipped (and have a line of their own above it).
 
-local artifacts = require "artifacts"
-local json = require "json"
+local artifacts = require("artifacts")
+local json = require("json")
 
 local M = { exit_code = 0 }
 

@@ -12,8 +12,8 @@
 -- its link.  Colour only on a TTY (or --color); a progress line on a TTY
 -- while files run.
 
-local command = require "command"
-local report = require "report"
+local command = require("command")
+local report = require("report")
 
 local Console = {}
 Console.__index = Console

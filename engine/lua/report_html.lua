@@ -12,9 +12,9 @@
 -- draw is named, not fatal.  The file is written when the run ends
 -- (interrupted runs too), as well-formed XML so that tools can read it.
 
-local command = require "command"
-local report = require "report"
-local svg = require "report_svg"
+local command = require("command")
+local report = require("report")
+local svg = require("report_svg")
 
 local esc = svg.esc
 

@@ -8,9 +8,9 @@
 -- file that failed as a whole (syntax error, crash) is one "not ok".  The
 -- plan comes last.
 
-local cjson = require "cjson"
-local command = require "command"
-local report = require "report"
+local cjson = require("cjson")
+local command = require("command")
+local report = require("report")
 
 local Tap = {}
 Tap.__index = Tap

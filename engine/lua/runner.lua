@@ -9,12 +9,12 @@
 -- after_all.  Every run goes through __kv.run, whose deadline the test
 -- cannot catch.  Events go to the parent as JSON lines (see report.lua).
 
-local cjson = require "cjson"
-local command = require "command"
-local engine = require "engine"
-local failure = require "failure"
-local known_gap = require "known_gap"
-local testapi = require "testapi"
+local cjson = require("cjson")
+local command = require("command")
+local engine = require("engine")
+local failure = require("failure")
+local known_gap = require("known_gap")
+local testapi = require("testapi")
 local show = require("expect").show
 
 local M = {}

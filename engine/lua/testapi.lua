@@ -11,9 +11,9 @@
 --
 -- install(file) returns the file's registry, which the runner reads.
 
-local failure = require "failure"
-local expect = require "expect"
-local known_gap = require "known_gap"
+local failure = require("failure")
+local expect = require("expect")
+local known_gap = require("known_gap")
 
 local M = {}
 

@@ -4,14 +4,14 @@
 -- --keep-artifacts everything.
 
 package.path = debug.getinfo(1, "S").short_src:match("^(.*)/") .. "/lib/?.lua;" .. package.path
-local child = require "child_engine"
-local proc = require "proc"
+local child = require("child_engine")
+local proc = require("proc")
 
 -- Writes as a fixture does: a file-level stack's log from before_all, and in
 -- each test a stack log of its own while it runs (engine.artifacts_dir()).
 local function scenario(fails)
   return [[
-local engine = require "engine"
+local engine = require("engine")
 local function write(dir, name, text)
   local f = assert(io.open(dir .. "/" .. name, "w"))
   f:write(text)

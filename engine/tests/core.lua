@@ -1,7 +1,7 @@
 -- The core functions a scenario builds on: tasks, waiting, and what a test
 -- leaves behind.  The CLI's behaviour is pinned by golden.lua.
 
-local http = require "http"
+local http = require("http")
 
 test("spawn runs concurrently and wait returns the results", function()
   local order = {}
@@ -76,7 +76,7 @@ test("so the next test finds it closed", function()
 end)
 
 -- engine.spawn_in: a fixture made at file level keeps what it starts for a test.
-local engine = require "engine"
+local engine = require("engine")
 local file_scope = engine.scope()
 local file_port
 
@@ -95,13 +95,13 @@ end)
 
 -- engine.helper: a library's failures point at the scenario line that called it.
 package.preload.owner_check = assert(load([[
-  local engine = require "engine"
+  local engine = require("engine")
   engine.helper()
   return function(pod) expect(pod):eq("p1", "the owner serves") end
 ]], "@engine/tests/owner_check.lua"))
 
 test("a helper library's failure points at its caller", function()
-  local check = require "owner_check"
+  local check = require("owner_check")
   local ok, err = pcall(check, "p2")
   expect(ok):is_false()
   expect(err.where):eq("engine/tests/core.lua:" .. (debug.getinfo(1, "l").currentline - 2),

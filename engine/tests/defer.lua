@@ -2,9 +2,9 @@
 -- and that a failure, a timeout or an error in a deferred function does not
 -- keep the others from running.
 
-local engine = require "engine"
-local fs = require "fs"
-local proc = require "proc"
+local engine = require("engine")
+local fs = require("fs")
+local proc = require("proc")
 
 local KVENGINE = assert(os.getenv("KVENGINE_BIN"), "KVENGINE_BIN is set by the engine")
 local HERE = debug.getinfo(1, "S").short_src:match("^(.*)/[^/]*$") or "."

@@ -4,8 +4,8 @@
 -- golden/<case>.out.  KVENGINE_UPDATE_GOLDEN=1 rewrites the transcripts
 -- instead; review the diff before committing it.
 
-local fs = require "fs"
-local proc = require "proc"
+local fs = require("fs")
+local proc = require("proc")
 
 local KVENGINE = assert(os.getenv("KVENGINE_BIN"), "KVENGINE_BIN is set by the engine")
 local HERE = debug.getinfo(1, "S").short_src:match("^(.*)/[^/]*$") or "."

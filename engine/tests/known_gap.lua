@@ -3,15 +3,15 @@
 -- ordinary test elsewhere; and a mark is checked field by field.
 
 package.path = debug.getinfo(1, "S").short_src:match("^(.*)/") .. "/lib/?.lua;" .. package.path
-local child = require "child_engine"
-local known_gap = require "known_gap"
-local version = require "version"
+local child = require("child_engine")
+local known_gap = require("known_gap")
+local version = require("version")
 
 -- The driver of a stack declares the version it started (here from the
 -- environment); kthena up to v1.0.0 drops map-shaped batches, kind's
 -- Kthena too, and the test fails as documented wherever the bug is there.
 local SCENARIO = [[
-local engine = require "engine"
+local engine = require("engine")
 if os.getenv("GAP_VERSION") then engine.declare_version("kthena", os.getenv("GAP_VERSION")) end
 
 test("map-shaped batches reach Redis", { known_gap = {

@@ -1,7 +1,7 @@
 -- Strict option tables: engine.check_options is the check every binding
 -- runs on its options, and test() and eventually() on theirs.
 
-local engine = require "engine"
+local engine = require("engine")
 
 local THIS = debug.getinfo(1, "S").short_src
 

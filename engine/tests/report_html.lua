@@ -4,13 +4,13 @@
 -- it what a reader would see). Rendering in a browser is `make html-check`.
 
 package.path = debug.getinfo(1, "S").short_src:match("^(.*)/[^/]*$") .. "/lib/?.lua;" .. package.path
-local child = require "child_engine"
-local engine = require "engine"
-local fs = require "fs"
-local proc = require "proc"
+local child = require("child_engine")
+local engine = require("engine")
+local fs = require("fs")
+local proc = require("proc")
 
 local SCENARIO = [=[
-local engine = require "engine"
+local engine = require("engine")
 
 engine.report("chart", { title = "a chart of the file", bars = { { label = "a", value = 2 }, { label = "b", value = 5 } } })
 

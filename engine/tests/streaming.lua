@@ -3,10 +3,10 @@
 -- was written is there even if the engine is then killed with SIGKILL.
 
 package.path = debug.getinfo(1, "S").short_src:match("^(.*)/") .. "/lib/?.lua;" .. package.path
-local child = require "child_engine"
-local fs = require "fs"
-local proc = require "proc"
-local procfs = require "tests.lib.procfs"
+local child = require("child_engine")
+local fs = require("fs")
+local proc = require("proc")
+local procfs = require("tests.lib.procfs")
 
 -- The first test passes at once; the second writes a marker with its
 -- worker's pid, then sleeps.

@@ -4,14 +4,14 @@
 -- leaves an unknown name to the fixture layer.
 
 package.path = debug.getinfo(1, "S").short_src:match("^(.*)/") .. "/lib/?.lua;" .. package.path
-local child = require "child_engine"
-local fs = require "fs"
+local child = require("child_engine")
+local fs = require("fs")
 
 -- A file that reports the target it sees and when it ran (monotonic clock,
 -- one for every process), into the folder SEEN_DIR names.
 local function file_recording(name)
   return string.format([[
-local engine = require "engine"
+local engine = require("engine")
 test("records", function()
   local f = assert(io.open(os.getenv("SEEN_DIR") .. "/%s", "w"))
   local t0 = now()
@@ -78,7 +78,7 @@ end)
 
 test("the fixture layer declares the target it picked when none was named, and only then", function()
   local dir = child.files { ["declare.lua"] = [[
-local engine = require "engine"
+local engine = require("engine")
 test("declares", function()
   if os.getenv("KVENGINE_TARGET") then
     expect(function() engine.declare_target("local") end):raises("this run's target is kind")

@@ -3,7 +3,7 @@
 -- file's top level, the engine on stderr once the task's handle is gone.
 
 package.path = debug.getinfo(1, "S").short_src:match("^(.*)/[^/]*$") .. "/lib/?.lua;" .. package.path
-local child = require "child_engine"
+local child = require("child_engine")
 
 local DETACHED = "error in a background task"
 

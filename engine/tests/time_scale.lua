@@ -3,10 +3,10 @@
 -- anything else stops the run before it starts, naming the variable.
 
 package.path = debug.getinfo(1, "S").short_src:match("^(.*)/") .. "/lib/?.lua;" .. package.path
-local child = require "child_engine"
+local child = require("child_engine")
 
 local SCENARIO = [[
-local engine = require "engine"
+local engine = require("engine")
 test("scaled", function()
   log("scale " .. engine.time_scale())
   eventually(function() return false end)

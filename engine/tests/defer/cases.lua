@@ -1,8 +1,8 @@
 -- Run by engine/tests/defer.lua in a kvengine of its own: every deferred
 -- function appends a line to $DEFER_LOG, which that test reads back.  The
 -- tests fail, time out and raise on purpose.
-local engine = require "engine"
-local fs = require "fs"
+local engine = require("engine")
+local fs = require("fs")
 
 local LOG = assert(os.getenv("DEFER_LOG"), "DEFER_LOG names the log file")
 

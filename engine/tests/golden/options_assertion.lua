@@ -1,6 +1,6 @@
 -- A misspelt option of an assertion fails at the scenario's line instead
 -- of checking something else.
-local kvcache = require "kvcache"
+local kvcache = require("kvcache")
 
 local stack = kvcache.stack { pods = 1 }
 

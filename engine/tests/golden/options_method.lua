@@ -1,6 +1,6 @@
 -- A misspelt method of the stack fails at the scenario's line, naming the
 -- closest method.
-local kvcache = require "kvcache"
+local kvcache = require("kvcache")
 
 local stack = kvcache.stack { pods = 1 }
 

@@ -1,5 +1,5 @@
 -- child_engine.lua - the engine's own tests run kvengine as a child on
--- scenario files they write: `local child = require "child_engine"` after
+-- scenario files they write: `local child = require("child_engine")` after
 -- adding engine/tests/lib to package.path.
 --
 --   child.files{["a.lua"] = text, ...} -> dir    a new folder holding them
@@ -7,8 +7,8 @@
 --     KVENGINE_TARGET or KVENGINE_TIME_SCALE unless env sets them
 --   child.remove(dir)
 
-local fs = require "fs"
-local proc = require "proc"
+local fs = require("fs")
+local proc = require("proc")
 
 local M = {}
 
