@@ -197,7 +197,9 @@ bench: all
 # The suite on two targets, outcomes and decisions side by side (ci/conformance.lua).
 CONFORMANCE_TARGETS ?= local,kthena
 conformance: all
-	$(KVENGINE) serve ci/conformance.lua --targets $(CONFORMANCE_TARGETS) $(SUITE)
+	@case ",$(CONFORMANCE_TARGETS)," in *,kthena,*) $(MAKE) --no-print-directory kthena-build;; esac
+	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" \
+	  $(KVENGINE) serve ci/conformance.lua --targets $(CONFORMANCE_TARGETS) $(SUITE)
 
 # What `make test` runs, 20 consecutive times; a failing run's log is kept.
 soak: deps

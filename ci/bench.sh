@@ -28,8 +28,17 @@ echo "== engine"
 "$kv" serve engine/bench/engine_bench.lua
 echo "== bindings"
 "$kv" serve bindings/bench/compare.lua
+# Benchmarks that are one Lua file each (its head comment says what it
+# measures), then those with a script of their own.
+for b in router_latency runtime_ingest router_decision router_sweep stack_scale; do
+  echo "== $b"
+  if command -v redis-server >/dev/null; then
+    "$kv" serve "fixtures/bench/$b.lua"
+  else
+    echo "$b: redis-server not installed, skipped"
+  fi
+done
 for b in fixtures/bench/*.sh; do
-  [ -f "$b" ] || continue
   echo "== $(basename "$b" .sh)"
   sh "$b" "$kv"
 done

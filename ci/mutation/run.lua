@@ -103,12 +103,7 @@ end
 
 -- How many times `find` occurs in `text` (plain text, overlaps not counted).
 local function occurrences(text, find)
-  local n, at = 0, 1
-  while true do
-    local s, e = text:find(find, at, true)
-    if not s then return n end
-    n, at = n + 1, e + 1
-  end
+  return select(2, text:gsub(find:gsub("%p", "%%%0"), ""))
 end
 
 local catalogue = dofile(HERE .. "/catalogue.lua")
