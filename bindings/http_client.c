@@ -195,12 +195,7 @@ static void on_poll(uv_poll_t *h, int status, int events) {
 }
 
 static void poll_close(hc_client *cl, hc_poll *p) {
-  if (p->prev)
-    p->prev->next = p->next;
-  else
-    cl->polls = p->next;
-  if (p->next)
-    p->next->prev = p->prev;
+  KV_LIST_REMOVE(cl->polls, p, prev, next);
   uv_close((uv_handle_t *)&p->poll, kv_free_handle);
 }
 
@@ -231,10 +226,7 @@ static int on_curl_socket(CURL *easy, curl_socket_t s, int what, void *ud, void 
     p->poll.data = p;
     p->fd = s;
     p->cl = cl;
-    p->next = cl->polls;
-    if (p->next)
-      p->next->prev = p;
-    cl->polls = p;
+    KV_LIST_PUSH(cl->polls, p, prev, next);
     curl_multi_assign(cl->multi, s, p);
   }
   int ev = (what & CURL_POLL_IN ? UV_READABLE : 0) | (what & CURL_POLL_OUT ? UV_WRITABLE : 0);
@@ -495,12 +487,7 @@ static void call_free(hc_call *c) {
       xfer_free(c, c->slots[i]);
   if (c->cl) {
     call_unqueue(c);
-    if (c->prev)
-      c->prev->next = c->next;
-    else
-      c->cl->calls = c->next;
-    if (c->next)
-      c->next->prev = c->prev;
+    KV_LIST_REMOVE(c->cl->calls, c, prev, next);
   }
   free(c->slots);
   free(c);
@@ -686,10 +673,7 @@ static int call_run(lua_State *L, int concurrency, lua_KFunction k) {
   c->nslots = concurrency < total ? concurrency : total;
   c->next_req = 1;
   c->total = total;
-  c->next = cl->calls;
-  if (c->next)
-    c->next->prev = c;
-  cl->calls = c;
+  KV_LIST_PUSH(cl->calls, c, prev, next);
   c->finish = k;
   return call_step(L, c);
 }

@@ -151,29 +151,28 @@ static int hist_count(lua_State *L) {
   return 1;
 }
 
+/* Pushes `usec` as seconds, or nothing when `h` holds no sample. */
+static int push_unless_empty(lua_State *L, const kvh_hist *h, double usec) {
+  if (h->count == 0)
+    return 0;
+  lua_pushnumber(L, usec / 1e6);
+  return 1;
+}
+
 /* h:min(), h:max(), h:mean() -> seconds; nothing when empty. */
 static int hist_min(lua_State *L) {
   kvh_hist *h = check_hist(L, 1);
-  if (h->count == 0)
-    return 0;
-  lua_pushnumber(L, seconds(h->min));
-  return 1;
+  return push_unless_empty(L, h, (double)h->min);
 }
 
 static int hist_max(lua_State *L) {
   kvh_hist *h = check_hist(L, 1);
-  if (h->count == 0)
-    return 0;
-  lua_pushnumber(L, seconds(h->max));
-  return 1;
+  return push_unless_empty(L, h, (double)h->max);
 }
 
 static int hist_mean(lua_State *L) {
   kvh_hist *h = check_hist(L, 1);
-  if (h->count == 0)
-    return 0;
-  lua_pushnumber(L, h->sum / (double)h->count / 1e6);
-  return 1;
+  return push_unless_empty(L, h, h->count ? h->sum / (double)h->count : 0);
 }
 
 static const struct {

@@ -187,12 +187,7 @@ static void conn_close(hl_conn *c) {
   else if (c->state == IDLE)
     c->cl->nidle--;
   hl_client *cl = c->cl;
-  if (c->prev)
-    c->prev->next = c->next;
-  else
-    cl->conns = c->next;
-  if (c->next)
-    c->next->prev = c->prev;
+  KV_LIST_REMOVE(cl->conns, c, prev, next);
   uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 }
 
@@ -385,10 +380,7 @@ static hl_conn *conn_new(hl_client *cl, const struct sockaddr_storage *addr) {
   uv_tcp_init(kv_loop(), &c->tcp);
   c->cl = cl;
   memcpy(&c->addr, addr, sizeof *addr);
-  c->next = cl->conns;
-  if (c->next)
-    c->next->prev = c;
-  cl->conns = c;
+  KV_LIST_PUSH(cl->conns, c, prev, next);
   cl->nconns++;
   c->state = CONNECTING;
   return c;
@@ -489,12 +481,7 @@ static void run_stop(hl_run *r) {
     uv_close((uv_handle_t *)&r->clock->poll, on_clock_closed);
     r->clock = NULL;
   }
-  if (r->prev)
-    r->prev->next = r->next;
-  else
-    cl->runs = r->next;
-  if (r->next)
-    r->next->prev = r->prev;
+  KV_LIST_REMOVE(cl->runs, r, prev, next);
   r->cl = NULL;
   r->latency = r->raw = NULL;
 }
@@ -790,10 +777,7 @@ static int run_go(lua_State *L, hl_run *r) {
   k->poll.data = r;
   r->clock = k;
   r->cl = cl; /* from here run_stop closes the clock */
-  r->next = cl->runs;
-  if (r->next)
-    r->next->prev = r;
-  cl->runs = r;
+  KV_LIST_PUSH(cl->runs, r, prev, next);
   kv_wait *w = kv_wait_new(L, "http", sizeof(hl_run *), run_cancel, NULL);
   *(hl_run **)kv_wait_data(w) = r;
   r->wait = w;

@@ -210,12 +210,7 @@ static void on_conn_closed(uv_handle_t *h) {
     c->res = NULL;
   }
   drain_wake(c, c->write_err ? c->write_err : UV_ECONNRESET);
-  if (c->prev)
-    c->prev->next = c->next;
-  else
-    s->conns = c->next;
-  if (c->next)
-    c->next->prev = c->prev;
+  KV_LIST_REMOVE(s->conns, c, prev, next);
   kv_hp_free(c->hp);
   kv_buf_free(&c->in);
   free(c);
@@ -808,10 +803,7 @@ static void on_connection(uv_stream_t *listener, int status) {
     return;
   uv_tcp_init(kv_loop(), &c->tcp);
   c->srv = s;
-  c->next = s->conns;
-  if (c->next)
-    c->next->prev = c;
-  s->conns = c;
+  KV_LIST_PUSH(s->conns, c, prev, next);
   s->nconns++;
   c->hp = kv_hp_new(s->max_body, on_head, c);
   if (!c->hp || uv_accept(listener, (uv_stream_t *)&c->tcp) < 0) {

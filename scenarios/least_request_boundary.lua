@@ -8,26 +8,25 @@
 -- a pod out one request early; neither shows in a test that only floods a
 -- pod far past the limit.
 --
--- How: p1 runs one request at a time and streams slowly; long requests sent
--- straight to its engine (not through the router, so the router's own
--- in-flight count for p1 stays 0) fill its queue to exactly the count under
--- test. The test waits until the router's view of p1 (the debug port's pod
+-- How: p1's engine reports the waiting count under test through the sim's
+-- fake load gauges (stack:fake_metrics: the sim's --fake-metrics and its
+-- /admin/config), so the boundary is set exactly, with no queue to fill and
+-- drain. The test waits until the router's view of p1 (the debug port's pod
 -- dump, on Kthena as on the stand-in) shows that count, then asks for a
 -- prompt only p1 holds, with kvcache-aware weighted 3: whenever p1 is a
--- candidate it wins. The long requests are cut by closing their streams.
+-- candidate it wins.
 
 local http = require("http")
 local kvcache = require("kvcache")
 
 local SCALE = require("engine").time_scale()
 local MAX_WAITING = 2
-local LONG = 400 -- tokens of a filling request: 20 s at 50 ms a token, far longer than the test
 
 local stack, prompt
 
 before_all(function()
   stack = kvcache.stack {
-    pods = { { sim = { max_num_seqs = 1, inter_token_latency = 50 } }, {}, {} },
+    pods = { { sim = { fake_metrics = { waiting_requests = 0 } } }, {}, {} },
     router = {
       scheduler = {
         pluginConfig = {
@@ -47,44 +46,17 @@ before_all(function()
   stack:expect_owner { tokens = tokens, pod = "p1" }
 end)
 
--- A gauge of p1's engine, from its /metrics.
+-- The waiting gauge of p1's engine, from its /metrics.
 local function engine_waiting()
   local r, err = http.get(stack:pod("p1").http .. "/metrics", { timeout = 2 * SCALE })
   if not r or r.status ~= 200 then error("GET /metrics of p1 failed: " .. tostring(r and r.status or err)) end
-  local m = kvcache.prometheus.parse(r.body)
-  return m:get("vllm:num_requests_waiting"), m:get("vllm:num_requests_running")
+  return kvcache.prometheus.parse(r.body):get("vllm:num_requests_waiting")
 end
 
--- Long streaming requests straight to p1's engine, added to those already
--- running; returns a function that cuts all of them.
-local filling = {}
-local function fill(n)
-  for _ = 1, n do
-    local f = { stop = false }
-    -- pcall: the cut raises out of the request, and that is how it ends.
-    f.task = spawn(function()
-      pcall(http.request, { method = "POST", url = stack:pod("p1").http .. "/v1/completions", timeout = 60 * SCALE,
-        json = { model = stack.model, prompt = stack:prompt(1), max_tokens = LONG, ignore_eos = true, stream = true },
-        stream = function() if f.stop then error("cut by the test", 0) end end })
-    end)
-    filling[#filling + 1] = f
-  end
-end
-
-local function cut_all()
-  for _, f in ipairs(filling) do f.stop = true end
-  for _, f in ipairs(filling) do pcall(f.task.wait, f.task) end
-  filling = {}
-  eventually(function()
-    local waiting, running = engine_waiting()
-    if waiting ~= 0 then error(string.format("p1's engine still reports %d waiting requests (%d running) after "
-      .. "the long requests were cut", waiting, running)) end
-    return true
-  end)
-end
-
--- Until p1's engine, and then the router's view of p1, report `n` waiting.
-local function await_waiting(n)
+-- p1's engine reports `n` waiting requests; returns once the router's view
+-- of p1 shows them.
+local function set_waiting(n)
+  stack:fake_metrics("p1", { waiting_requests = n })
   eventually(function()
     local waiting = engine_waiting()
     if waiting ~= n then error(string.format("p1's engine reports %d waiting requests, not yet %d", waiting, n)) end
@@ -126,15 +98,8 @@ local function expect_filtered(waiting)
 end
 
 test("one below maxWaitingRequests: p1 stays a candidate and wins the prompt it holds", function()
-  fill(MAX_WAITING) -- one runs, MAX_WAITING - 1 wait
-  await_waiting(MAX_WAITING - 1)
-  local probe = spawn(function()
-    return stack:complete { prompt = prompt, max_tokens = 1, timeout = 30 * SCALE }
-  end)
-  -- The probe joins p1's queue (or, filtered out wrongly, is served elsewhere).
-  eventually(function() return probe:done() or engine_waiting() == MAX_WAITING end)
-  cut_all()
-  local r, err = probe:wait()
+  set_waiting(MAX_WAITING - 1)
+  local r, err = stack:complete { prompt = prompt, max_tokens = 1 }
   if not r then fail("the request for the prompt p1 holds failed: " .. tostring(err)) end
   expect(r.pod):eq("p1", string.format("FILTER-1: p1's engine reported %d waiting requests, one below "
     .. "maxWaitingRequests (%d), so p1 is still a candidate, and it holds the whole prompt (request %s, status %d)",
@@ -145,15 +110,8 @@ test("one below maxWaitingRequests: p1 stays a candidate and wins the prompt it 
 end)
 
 test("exactly maxWaitingRequests, and one more: p1 is filtered out, whatever it holds", function()
-  fill(MAX_WAITING + 1) -- one runs, MAX_WAITING wait
-  await_waiting(MAX_WAITING)
+  set_waiting(MAX_WAITING)
   expect_filtered(MAX_WAITING)
-  fill(1)
-  await_waiting(MAX_WAITING + 1)
+  set_waiting(MAX_WAITING + 1)
   expect_filtered(MAX_WAITING + 1)
-  cut_all()
-end)
-
-after_each(function()
-  for _, f in ipairs(filling) do f.stop = true end
 end)

@@ -90,16 +90,22 @@ local function busy_p1(s, prompt)
   return stop
 end
 
+-- p1 holds a prompt: requests for it while p1 is idle (expected there), then
+-- n while p1 runs one long request of it. Returns both tallies.
+local function idle_then_busy(s, n)
+  local prompt = cached_on_p1(s)
+  local idle = s:expect_routed { prompt = prompt, pod = "p1", n = 2, max_tokens = 1 }
+  local stop = busy_p1(s, prompt)
+  local busy = s:route { prompt = prompt, max_tokens = 1, n = n }
+  stop()
+  expect(busy.errors):eq(0, "every request is answered 200 by a pod: " .. tostring(busy))
+  return idle, busy
+end
+
 test("weights 1:1: the idle pod holding the prompt wins it; with one request in flight it ties with idle pods",
   function()
     local s <close> = weighted_stack(1, 1)
-    local prompt = cached_on_p1(s)
-    local idle = s:expect_routed { prompt = prompt, pod = "p1", n = 2, max_tokens = 1 }
-
-    local stop = busy_p1(s, prompt)
-    local t = s:route { prompt = prompt, max_tokens = 1, n = 12 }
-    stop()
-    expect(t.errors):eq(0, "every request is answered 200 by a pod: " .. tostring(t))
+    local idle, t = idle_then_busy(s, 12)
     expect(t:count("p1")):lt(12, "with one request in flight p1's cache no longer outweighs the idle pods "
       .. "(12 of 12 on p1 would be a 1 in 531441 chance if the three tie): " .. tostring(t))
 
@@ -161,13 +167,7 @@ test("kvcache-aware 3, least-request 1: the cache outweighs a busy pod, until it
 
 test("kvcache-aware 1, least-request 3: a busy pod holding the prompt loses it to idle pods", function()
   local s <close> = weighted_stack(1, 3)
-  local prompt = cached_on_p1(s)
-  local idle = s:expect_routed { prompt = prompt, pod = "p1", n = 2, max_tokens = 1 }
-
-  local stop = busy_p1(s, prompt)
-  local t = s:route { prompt = prompt, max_tokens = 1, n = 6 }
-  stop()
-  expect(t.errors):eq(0, "every request is answered 200 by a pod: " .. tostring(t))
+  local idle, t = idle_then_busy(s, 6)
   expect(t:count("p1")):eq(0, "with a request in flight p1's cache (1 x 100) loses to idle pods' load score "
     .. "(3 x 100): " .. tostring(t))
 

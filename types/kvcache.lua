@@ -141,6 +141,12 @@
 ---@field completions? integer|"timeout"
 ---@field events? "drop"
 
+---stack:fake_metrics(pod, {...}): the load gauges the pod's engine reports;
+---also the sim option fake_metrics, which a pod's sim needs for it.
+---@class kvcache.options.fake_metrics
+---@field waiting_requests? integer  vllm:num_requests_waiting; default 0
+---@field running_requests? integer  vllm:num_requests_running; default 0
+
 ---The options of stack:sweep: rates in order until p99 crosses p99_limit.
 ---@class kvcache.options.sweep
 ---@field rates number[]  requests per second, tried in order
@@ -386,6 +392,12 @@ function KvStack:load_lora(pod, name) end
 ---@param pod string
 ---@param faults kvcache.options.fault|nil
 function KvStack:fault(pod, faults) end
+
+---The load gauges the pod's engine reports from now on, in place of its
+---real load (its sim started with sim = {fake_metrics = {...}}).
+---@param pod string
+---@param gauges kvcache.options.fake_metrics
+function KvStack:fake_metrics(pod, gauges) end
 
 function KvStack:restart_router() end
 
