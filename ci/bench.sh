@@ -28,12 +28,20 @@ echo "== engine"
 "$kv" serve engine/bench/engine_bench.lua
 echo "== bindings"
 "$kv" serve bindings/bench/compare.lua
+# The router decision table runs on Kthena's real router too, beside the
+# stand-in, when the kthena target's programs build here (Go installed).
+decisions_on=local
+if command -v go >/dev/null && sh ci/kthena/build.sh >/dev/null 2>&1; then
+  decisions_on=kthena
+fi
 # Benchmarks that are one Lua file each (its head comment says what it
 # measures), then those with a script of their own.
 for b in router_latency runtime_ingest router_decision router_sweep stack_scale; do
   echo "== $b"
+  target=local
+  [ "$b" = router_decision ] && target=$decisions_on
   if command -v redis-server >/dev/null; then
-    "$kv" serve "fixtures/bench/$b.lua"
+    KVENGINE_TARGET=$target "$kv" serve "fixtures/bench/$b.lua"
   else
     echo "$b: redis-server not installed, skipped"
   fi
