@@ -19,6 +19,17 @@ end
 
 local function ok_handler(_, res) res:finish("ok") end
 
+-- A server answering "x" that counts the requests it got: its URL, and a
+-- function returning the count.
+local function counting_server()
+  local hits = 0
+  local _, base = serve(function(_, res)
+    hits = hits + 1
+    res:finish("x")
+  end)
+  return base, function() return hits end
+end
+
 -- ------------------------------------------------------------ histograms
 
 test("histogram: percentiles within 0.8% above the true value, exact count, min, max and mean", function()
@@ -167,11 +178,7 @@ test("batch summary: a refused connection and a timeout are errors, counted with
 end)
 
 test("batch summary: what the load client does not do raises before anything is sent", function()
-  local hits = 0
-  local _, base = serve(function(_, res)
-    hits = hits + 1
-    res:finish("x")
-  end)
+  local base, hits = counting_server()
   local function summary(reqs) return function() http.batch(reqs, { summary = true }) end end
   expect(summary { base, { url = base, stream = function() end } }):raises("summary mode does not stream")
   expect(summary { base, "http://127.0.0.2:1/" }):raises("every request goes to one origin")
@@ -181,7 +188,7 @@ test("batch summary: what the load client does not do raises before anything is 
   expect(summary { { url = base, tiemout = 1 } }):raises("did you mean `timeout`")
   expect(function() http.batch({ base }, { summary = true, concurency = 2 }) end)
     :raises("did you mean `concurrency`")
-  expect(hits):eq(0, "nothing was sent")
+  expect(hits()):eq(0, "nothing was sent")
   expect(http.batch({}, { summary = true }).sent):eq(0, "an empty batch is done at once")
 end)
 
@@ -250,16 +257,12 @@ end)
 -- ------------------------------------------------------------ open loop
 
 test("load: the requests due at the rate are all sent and counted", function()
-  local hits = 0
-  local _, base = serve(function(_, res)
-    hits = hits + 1
-    res:finish("x")
-  end)
+  local base, hits = counting_server()
   local r = http.load { url = base .. "/", rate = 200, duration = 1, concurrency = 4 }
   expect(r.sent):eq(200, "rate x duration requests")
   expect(r.ok):eq(200, tostring(r.first_error))
   expect(r.dropped):eq(0)
-  expect(hits):eq(200)
+  expect(hits()):eq(200)
   expect(r.latency:count()):eq(200)
   expect(r.uncorrected:count()):eq(200)
   expect(r.elapsed):ge(0.99, "the last request is due just before the second is over")
