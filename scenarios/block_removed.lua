@@ -30,14 +30,22 @@ local function owners(tokens, i)
   return c:hgetall(kvcache.block_key(stack.model, stack:hashes(tokens)[i]))
 end
 
-test("a removed block ends the owner's prefix there, and the router follows", function()
+-- A 4-block prompt that p1 served and announced whole, while `other`
+-- announced its first `blocks` blocks: the router sends it to p1. Returns
+-- the prompt, its tokens and p1's BlockStored.
+local function p1_ahead_of(other, blocks)
   local prompt, tokens = stack:prompt(4)
   stack:serve("p1", { prompt = prompt })
   local stored = kvcache.stored { tokens = tokens }
   stack:inject("p1", stored)
-  stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
-  stack:expect_owner { tokens = tokens, pod = "p2", blocks = 2 }
+  stack:inject(other, kvcache.stored { tokens = kvcache.prefix(tokens, blocks) })
+  stack:expect_owner { tokens = tokens, pod = other, blocks = blocks }
   stack:expect_routed { prompt = prompt, pod = "p1", n = 3, max_tokens = 1 }
+  return prompt, tokens, stored
+end
+
+test("a removed block ends the owner's prefix there, and the router follows", function()
+  local prompt, tokens, stored = p1_ahead_of("p2", 2)
 
   stack:inject("p1", kvcache.removed { hashes = { stored.hashes[2] } })
   local p1, p2 = stack:pod("p1").owner, stack:pod("p2").owner
@@ -57,13 +65,7 @@ test("a removed block ends the owner's prefix there, and the router follows", fu
 end)
 
 test("removing every block of a prompt takes the pod out of its scoring", function()
-  local prompt, tokens = stack:prompt(4)
-  stack:serve("p1", { prompt = prompt })
-  local stored = kvcache.stored { tokens = tokens }
-  stack:inject("p1", stored)
-  stack:inject("p3", kvcache.stored { tokens = kvcache.prefix(tokens, 1) })
-  stack:expect_owner { tokens = tokens, pod = "p3", blocks = 1 }
-  stack:expect_routed { prompt = prompt, pod = "p1", n = 3, max_tokens = 1 }
+  local prompt, tokens, stored = p1_ahead_of("p3", 1)
 
   stack:inject("p1", kvcache.removed { hashes = stored.hashes })
   stack:expect_no_owner { tokens = tokens, pod = "p1" }
