@@ -402,6 +402,20 @@ static int l_is_dir(lua_State *L) {
   return 1;
 }
 
+/* __kv.realpath(path) -> the absolute path without links | nil, err. */
+static int l_realpath(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  char *real = realpath(path, NULL);
+  if (!real) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", path, strerror(errno));
+    return 2;
+  }
+  lua_pushstring(L, real);
+  free(real);
+  return 1;
+}
+
 static int l_file_expired(lua_State *L) {
   lua_pushboolean(L, kv_file_expired());
   return 1;
@@ -420,6 +434,7 @@ static const luaL_Reg internal_funcs[] = {{"run", l_run},
                                           {"mkdtemp", l_mkdtemp},
                                           {"remove_tree", l_remove_tree},
                                           {"is_dir", l_is_dir},
+                                          {"realpath", l_realpath},
                                           {"scope_current", l_scope_current},
                                           {"spawn_in", l_spawn_in},
                                           {"file_deadline", l_file_deadline},

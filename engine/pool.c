@@ -13,6 +13,7 @@
 #include "pool.h"
 #include "internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <glob.h>
 #include <stdio.h>
@@ -53,6 +54,7 @@ static struct {
   lua_State *L;
   char **files;
   size_t nfiles;
+  size_t *order; /* the files' indices in the order they start */
   size_t next; /* next job: file index * repeat */
   int running;
   int stopping;
@@ -270,7 +272,7 @@ static void launch_next(void) {
   size_t total = pool.nfiles * (size_t)pool.o->repeat;
   while (!pool.stopping && pool.running < pool.o->jobs && pool.next < total) {
     size_t job = pool.next++;
-    const char *file = pool.files[job % pool.nfiles];
+    const char *file = pool.files[pool.order[job % pool.nfiles]];
     if (spawn_worker(file, (int)(job / pool.nfiles) + 1) < 0) {
       pool.stopping = 1;
       pool.broken = 1;
@@ -395,6 +397,51 @@ static long pick_seed(void) {
   return (long)(s % 2147483646UL) + 1;
 }
 
+/*
+ * The order files start in: as given with one worker, else the longest
+ * first by their last run's times (engine/lua/durations.lua), so that a long
+ * file does not start last and hold the run open alone.  The reporters
+ * still print files in the order given.
+ */
+static int plan_order(void) {
+  lua_State *L = pool.L;
+  pool.order = malloc(pool.nfiles * sizeof *pool.order);
+  if (!pool.order)
+    abort();
+  for (size_t i = 0; i < pool.nfiles; i++)
+    pool.order[i] = i;
+  if (pool.o->jobs < 2)
+    return 0;
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "durations");
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+    fprintf(stderr, "kvengine: %s\n", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return -1;
+  }
+  lua_getfield(L, -1, "launch_order");
+  lua_createtable(L, (int)pool.nfiles, 0);
+  for (size_t i = 0; i < pool.nfiles; i++) {
+    lua_pushstring(L, pool.files[i]);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_pushstring(L, pool.o->target); /* NULL: nil */
+  if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+    fprintf(stderr, "kvengine: %s\n", lua_tostring(L, -1));
+    lua_pop(L, 2);
+    return -1;
+  }
+  for (size_t i = 0; i < pool.nfiles; i++) {
+    lua_rawgeti(L, -1, (lua_Integer)i + 1);
+    lua_Integer k = lua_tointeger(L, -1);
+    assert(k >= 1 && (size_t)k <= pool.nfiles);
+    pool.order[i] = (size_t)k - 1;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 2);
+  return 0;
+}
+
 /* --------------------------------------------------------------------- main */
 
 static int reporters_start(void) {
@@ -446,7 +493,7 @@ int kv_pool_main(struct kv_options *o) {
   if (cap_jobs(o) < 0)
     return 3;
   pool.workers = calloc((size_t)o->jobs + 1, sizeof *pool.workers);
-  if (reporters_start() < 0)
+  if (reporters_start() < 0 || plan_order() < 0)
     return 2;
   uv_signal_t sigint, sigterm;
   uv_signal_init(kv_loop(), &sigint);
@@ -474,6 +521,7 @@ int kv_pool_main(struct kv_options *o) {
   for (size_t i = 0; i < pool.nfiles; i++)
     free(pool.files[i]);
   free(pool.files);
+  free(pool.order);
   free(pool.workers);
   return code;
 }

@@ -14,6 +14,7 @@
 -- count as skipped (and have a line of their own above it).
 
 local artifacts = require("artifacts")
+local durations = require("durations")
 local json = require("json")
 
 local M = { exit_code = 0 }
@@ -178,7 +179,17 @@ function M.worker_exit(file, run, status, signal)
   return failed
 end
 
+-- What each file that ran to its end took, for the next run's order.
+local function record_durations()
+  local took = {}
+  for _, job in ipairs(state.order) do
+    if job.ended and job.duration then took[job.file] = job.duration end
+  end
+  durations.record(took, state.opts.target)
+end
+
 function M.finish(interrupted)
+  if interrupted == 0 then record_durations() end
   local c = state.counts
   local summary = { counts = c, gaps = state.gaps, seed = state.opts.seed, duration = now() - state.started,
     interrupted = interrupted ~= 0 and interrupted or nil, artifacts = state.artifacts:finish() }

@@ -4,7 +4,8 @@
 --
 --   child.files{["a.lua"] = text, ...} -> dir    a new folder holding them
 --   child.run(args, env) -> status, out, err     kvengine ARGS..., without
---     KVENGINE_TARGET or KVENGINE_TIME_SCALE unless env sets them
+--     KVENGINE_TARGET or KVENGINE_TIME_SCALE unless env sets them, and
+--     without the durations cache (engine/lua/durations.lua)
 --   child.remove(dir)
 
 local fs = require("fs")
@@ -26,7 +27,7 @@ end
 function M.run(args, env)
   local argv = { M.BIN }
   for _, a in ipairs(args) do argv[#argv + 1] = a end
-  local merged = { KVENGINE_TARGET = false, KVENGINE_TIME_SCALE = false }
+  local merged = { KVENGINE_TARGET = false, KVENGINE_TIME_SCALE = false, KVENGINE_DURATIONS = "off" }
   for k, v in pairs(env or {}) do merged[k] = v end
   local status, out, err = proc.run { argv = argv, env = merged, timeout = 60 }
   return status, out or "", err or ""

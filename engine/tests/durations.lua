@@ -1,0 +1,63 @@
+-- With several workers the files a past run found longest start first
+-- (engine/lua/durations.lua), and the report still lists them in the order
+-- given; with one worker, or without figures, files start in that order.
+
+package.path = debug.getinfo(1, "S").short_src:match("^(.*)/") .. "/lib/?.lua;" .. package.path
+local child = require("child_engine")
+local fs = require("fs")
+
+-- Each file notes its name in started.log when it starts, then sleeps.
+local function sleeper(name, secs)
+  return string.format([[
+local f = assert(io.open(os.getenv("DUR_DIR") .. "/started.log", "a"))
+f:write(%q, "\n")
+f:close()
+test(%q, function() sleep(%s) end)
+]], name, name .. " sleeps", secs)
+end
+
+local function started(dir)
+  local out = {}
+  for line in (fs.read(dir .. "/started.log") or ""):gmatch("[^\n]+") do out[#out + 1] = line end
+  fs.write(dir .. "/started.log", "")
+  return out
+end
+
+local function run(dir, jobs)
+  local status, out = child.run({ "--no-color", "-j", tostring(jobs), "--artifacts", dir .. "/artifacts",
+    dir .. "/a.lua", dir .. "/b.lua", dir .. "/c.lua" },
+    { DUR_DIR = dir, KVENGINE_DURATIONS = dir .. "/durations" })
+  expect(status):eq(0, out)
+  return out
+end
+
+test("the longest file of the last run starts first; the report keeps the order given", function()
+  local dir = child.files { ["a.lua"] = sleeper("a", 0.3), ["b.lua"] = sleeper("b", 0.3),
+    ["c.lua"] = sleeper("c", 1.2) }
+  run(dir, 2)
+  local first = started(dir)
+  expect(first[3]):eq("c", "without figures c, given last, waits for a worker: " .. table.concat(first, " "))
+  expect(fs.read(dir .. "/durations")):matches("c%.lua\n")
+
+  local out = run(dir, 2)
+  local second = started(dir)
+  expect(second[3]):eq("b", "c took longest last time, so c and a start first, b once a worker is free: "
+    .. table.concat(second, " "))
+  local a, b, c = out:find("a sleeps", 1, true), out:find("b sleeps", 1, true), out:find("c sleeps", 1, true)
+  expect(a and b and c and a < b and b < c):is_true("the report lists a, b, c as given:\n" .. out)
+
+  run(dir, 1)
+  expect(started(dir)):eq({ "a", "b", "c" }, "one worker runs the files in the order given")
+  child.remove(dir)
+end)
+
+test("a cache that cannot be read or written changes nothing but the order", function()
+  local dir = child.files { ["a.lua"] = sleeper("a", 0), ["b.lua"] = sleeper("b", 0), ["c.lua"] = sleeper("c", 0) }
+  fs.write(dir .. "/durations", "not\ta cache\nat all")
+  run(dir, 2)
+  expect(#started(dir)):eq(3, "every file ran with a garbled cache")
+  local status, out = child.run({ "--no-color", "-j", "2", "--artifacts", dir .. "/artifacts", dir .. "/a.lua" },
+    { DUR_DIR = dir, KVENGINE_DURATIONS = dir .. "/a.lua/durations" }) -- a folder that is a file
+  expect(status):eq(0, "an unwritable cache does not fail the run: " .. out)
+  child.remove(dir)
+end)
