@@ -55,7 +55,7 @@ static struct {
   char **files;
   size_t nfiles;
   size_t *order; /* the files' indices in the order they start */
-  size_t next; /* next job: file index * repeat */
+  size_t next;   /* next job: file index * repeat */
   int running;
   int stopping;
   int interrupted; /* the signal that stopped the run */
