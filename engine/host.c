@@ -9,6 +9,7 @@
  */
 #include "host.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -78,6 +79,26 @@ static void close_walk(uv_handle_t *handle, void *arg) {
     uv_close(handle, NULL);
 }
 
+/*
+ * Closing the watchers gives SIGINT and SIGTERM their default action back,
+ * and a second one is common: Ctrl-C and a group kill reach a worker both
+ * directly and through its parent.  Everything that signal would stop is
+ * stopped by now, so from here they are ignored; blocked meanwhile, so none
+ * slips in between.
+ */
+static void close_signal_watchers(struct kv_host *h) {
+  sigset_t both;
+  sigemptyset(&both);
+  sigaddset(&both, SIGINT);
+  sigaddset(&both, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &both, NULL);
+  for (int i = 0; i < 2; i++)
+    uv_close((uv_handle_t *)h->signals[i], kv_free_handle);
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
+  pthread_sigmask(SIG_UNBLOCK, &both, NULL);
+}
+
 void kv_host_close(struct kv_host *h) {
   kv_scope_close_all(h->L);
   if (h->main)
@@ -87,8 +108,7 @@ void kv_host_close(struct kv_host *h) {
   kv_scope_set_root(NULL);
   kv_sched_close();
   kv_guard_close();
-  for (int i = 0; i < 2; i++)
-    uv_close((uv_handle_t *)h->signals[i], kv_free_handle);
+  close_signal_watchers(h);
   uv_run(kv_loop(), UV_RUN_DEFAULT);
   /* A handle a binding forgot: close it rather than hang or leak. */
   uv_walk(kv_loop(), close_walk, NULL);
