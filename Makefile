@@ -204,6 +204,7 @@ conformance: all
 # What `make test` runs, 20 consecutive times; a failing run's log is kept.
 soak: deps
 	@$(MAKE) --no-print-directory all $(FUZZ_TARGETS)
+	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build; fi
 	KVENGINE_FUZZ_DIR=$(BUILD)/fuzz sh ci/soak.sh $(KVENGINE) $(TEST_PATHS)
 
 # Every mutant of ci/mutation/catalogue.lua must fail a test (docs/mutation.md).
