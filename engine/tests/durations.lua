@@ -32,7 +32,7 @@ local function run(dir, jobs)
 end
 
 test("the longest file of the last run starts first; the report keeps the order given", function()
-  local dir = child.files { ["a.lua"] = sleeper("a", 0.3), ["b.lua"] = sleeper("b", 0.3),
+  local dir = child.files { ["a.lua"] = sleeper("a", 0.1), ["b.lua"] = sleeper("b", 0.6),
     ["c.lua"] = sleeper("c", 1.2) }
   run(dir, 2)
   local first = started(dir)
@@ -41,7 +41,7 @@ test("the longest file of the last run starts first; the report keeps the order 
 
   local out = run(dir, 2)
   local second = started(dir)
-  expect(second[3]):eq("b", "c took longest last time, so c and a start first, b once a worker is free: "
+  expect(second[3]):eq("a", "c and b took longest last time, so they start first, a once a worker is free: "
     .. table.concat(second, " "))
   local a, b, c = out:find("a sleeps", 1, true), out:find("b sleeps", 1, true), out:find("c sleeps", 1, true)
   expect(a and b and c and a < b and b < c):is_true("the report lists a, b, c as given:\n" .. out)
