@@ -313,7 +313,7 @@ static int l_run(lua_State *L) {
   luaL_argcheck(L, s != NULL, 3, "scope is closed");
   lua_settop(L, 1);
   kv_task *t = kv_task_new(L, s, 0);
-  if (kv_guard_start(t, timeout) < 0)
+  if (kv_guard_start(t, kv_task_of(L), timeout) < 0)
     return luaL_error(L, "run: runs do not nest");
   return await_task(L, t, "run", run_k);
 }

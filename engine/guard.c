@@ -29,6 +29,7 @@ static lua_State *volatile running_L;
 
 static struct {
   kv_task *task;
+  kv_task *caller; /* the task waiting on the run: it outlives a timeout */
   double deadline;
   uv_timer_t *timer;
   int expired;
@@ -124,7 +125,7 @@ static void guard_fire(void) {
   s->refs++;
   kv_task_abandon(t); /* ends the guard through kv_guard_task_done */
   for (kv_task *o = s->tasks; o;) {
-    if (o->state != KV_TASK_DONE) {
+    if (o->state != KV_TASK_DONE && o != guard.caller) {
       kv_task_abandon(o);
       o = s->tasks; /* the list may have changed */
     } else {
@@ -141,16 +142,20 @@ static void timer_fired(uv_timer_t *h) {
 }
 
 /*
- * Guard t for `seconds` (capped by the file's deadline).  Returns 0, or -1
- * when a guard is already running (runs do not nest).
+ * Guard t for `seconds` (capped by the file's deadline).  When time is up,
+ * t and every other task of its scope are abandoned, but for `caller`, the
+ * task waiting on the run (before_all runs in the root scope, beside the
+ * runner that waits for it).  Returns 0, or -1 when a guard is already
+ * running (runs do not nest).
  */
-int kv_guard_start(kv_task *t, double seconds) {
+int kv_guard_start(kv_task *t, kv_task *caller, double seconds) {
   if (guard.task)
     return -1;
   double now = kv_now(), deadline = now + seconds;
   if (file_deadline > 0 && file_deadline < deadline)
     deadline = file_deadline;
   guard.task = t;
+  guard.caller = caller;
   guard.deadline = deadline;
   guard.expired = 0;
   guard.raised = 0;

@@ -81,7 +81,7 @@ void kv_scope_close_all(lua_State *L);
 
 /* guard.c: one deadline at a time, over the task that runs a test */
 void kv_guard_install(lua_State *L);
-int kv_guard_start(kv_task *t, double seconds);
+int kv_guard_start(kv_task *t, kv_task *caller, double seconds);
 void kv_guard_stop(void);
 int kv_guard_expired(void);
 void kv_guard_hooked(kv_task *t);

@@ -76,7 +76,7 @@ static int worker_main(int argc, char **argv) {
     if (lua_toboolean(L, base + 1))
       code = (int)luaL_optinteger(L, base + 2, 0);
     else
-      fprintf(stderr, "kvengine: runner failed: %s\n", luaL_optstring(L, base + 3, "?"));
+      fprintf(stderr, "kvengine: runner failed: %s\n", luaL_tolstring(L, base + 3, NULL));
     lua_settop(L, base);
   }
   kv_host_close(&h);

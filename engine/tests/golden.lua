@@ -19,6 +19,7 @@ local cases = {
   { "error_in_test", { "error.lua" } },
   { "syntax_error", { "syntax.lua" } },
   { "timeouts", { "timeouts.lua" } },
+  { "before_all_timeout", { "--timeout", "0.5", "before_all_timeout.lua" } },
   { "hooks", { "hooks.lua" } },
   { "skips", { "skips.lua" } },
   { "skips_tap", { "--tap", "skips.lua" } },
