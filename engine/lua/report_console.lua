@@ -93,6 +93,22 @@ local function scenario_frames(tb)
   return keep
 end
 
+-- Where a test that ran out of time was waiting, when that is deeper than
+-- its own line (`at`): the frames inside the libraries it called, innermost
+-- first, up to that line; nil when it waited in its own code.
+local WAITING_FRAMES = 6
+
+local function waiting_frames(tb, at)
+  if not tb or not at then return nil end
+  local frames, lua_seen = {}, false
+  for _, frame in ipairs(scenario_frames(tb)) do
+    if frame:sub(1, #at + 1) == at .. ":" then break end
+    lua_seen = lua_seen or not frame:match("^%[C%]")
+    if #frames < WAITING_FRAMES then frames[#frames + 1] = frame end
+  end
+  return lua_seen and frames or nil
+end
+
 function Console:test_lines(t)
   local lines = {}
   local label = string.format("%-7s", LABEL[t.status] or t.status)
@@ -111,6 +127,8 @@ function Console:test_lines(t)
       local frames = scenario_frames(t.traceback)
       if #frames > 1 then lines[#lines + 1] = pad .. "traceback: " .. table.concat(frames, " <- ") end
     end
+    local waiting = t.status == "timeout" and waiting_frames(t.traceback, t.where)
+    if waiting then lines[#lines + 1] = pad .. "waiting in: " .. table.concat(waiting, " <- ") end
     if t.artifacts then lines[#lines + 1] = pad .. "artifacts: " .. t.artifacts end
     if t.rerun then lines[#lines + 1] = pad .. "rerun: " .. t.rerun end
   end
