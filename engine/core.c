@@ -11,6 +11,7 @@
  */
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -402,6 +403,24 @@ static int l_is_dir(lua_State *L) {
   return 1;
 }
 
+/* __kv.list_dir(path) -> {name, ...} (unsorted, without . and ..) | nil, err. */
+static int l_list_dir(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  DIR *dir = opendir(path);
+  if (!dir)
+    return luaL_fileresult(L, 0, path);
+  lua_newtable(L);
+  lua_Integer n = 0;
+  for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+      continue;
+    lua_pushstring(L, e->d_name);
+    lua_rawseti(L, -2, ++n);
+  }
+  closedir(dir);
+  return 1;
+}
+
 /* __kv.realpath(path) -> the absolute path without links | nil, err. */
 static int l_realpath(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
@@ -434,6 +453,7 @@ static const luaL_Reg internal_funcs[] = {{"run", l_run},
                                           {"mkdtemp", l_mkdtemp},
                                           {"remove_tree", l_remove_tree},
                                           {"is_dir", l_is_dir},
+                                          {"list_dir", l_list_dir},
                                           {"realpath", l_realpath},
                                           {"scope_current", l_scope_current},
                                           {"spawn_in", l_spawn_in},

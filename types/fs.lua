@@ -37,4 +37,9 @@ function fs.remove_tree(path) end
 ---@return boolean
 function fs.is_dir(path) end
 
+---The folder's entries, sorted, without . and ..
+---@param path string
+---@return string[]?, string?  names | nil, err
+function fs.list(path) end
+
 return fs

@@ -9,6 +9,8 @@
 --   fs.remove_tree(path) -> true | nil, err   path and all below it (links
 --                                 are removed, not followed)
 --   fs.is_dir(path) -> bool
+--   fs.list(path) -> {name, ...} | nil, err   the folder's entries, sorted,
+--                                 without . and ..
 --
 -- Blocking calls on small local files: fine on the loop.
 
@@ -44,5 +46,11 @@ end
 function fs.remove_tree(path) return __kv.remove_tree(path) end
 
 function fs.is_dir(path) return __kv.is_dir(path) end
+
+function fs.list(path)
+  local names, err = __kv.list_dir(path)
+  if names then table.sort(names) end
+  return names, err
+end
 
 return fs
