@@ -29,7 +29,9 @@
  * handle, a pending wait, and the scope that tracks it each hold a
  * reference.  Closing (the end of the test, p:close(), __gc, __close) sends
  * SIGTERM to the group, closes the control socket and arms the SIGKILL
- * timer; the record lives on until the supervisor has been reaped.
+ * timer; the record lives on until the supervisor has been reaped, counted
+ * meanwhile as a leftover the runner waits for between tests
+ * (kv_drain_begin/kv_drain_end, engine/drain.c).
  */
 #include "engine.h"
 #include "supervise.h"
@@ -69,6 +71,7 @@ typedef struct child {
   int handles;   /* uv handles whose close callback has not run yet */
   unsigned live; /* H_* bits */
   int tracked, closing;
+  int draining; /* let go, not yet reaped: counted by kv_drain_begin */
   uv_process_t proc;
   uv_timer_t kill_timer;
   uv_pipe_t ctl, in, out, err;
@@ -283,6 +286,10 @@ static void child_close(child *c) {
       signal_group(c, SIGTERM);
       kv_timer_start(&c->kill_timer, kill_timer_fired, KILL_AFTER_MS);
     }
+    if (!c->exited && (c->live & H_PROC)) {
+      c->draining = 1;
+      kv_drain_begin();
+    }
     fail_start(c, "proc: closed before the child started");
     check_done(c);
   }
@@ -310,6 +317,10 @@ static void child_exited(uv_process_t *p, int64_t status, int sig) {
     kill(-c->pgid, SIGKILL);
   handle_close(c, &c->proc, H_PROC);
   handle_close(c, &c->kill_timer, H_TIMER);
+  if (c->draining) {
+    c->draining = 0;
+    kv_drain_end();
+  }
   check_done(c);
   child_unref(c);
 }

@@ -125,6 +125,15 @@ struct kv_resource {
 void kv_track(kv_resource *r, const char *what, kv_close_fn close);
 void kv_untrack(kv_resource *r);
 
+/*
+ * What a closed resource leaves behind (a child process let go but not yet
+ * reaped): kv_drain_begin when its end begins, kv_drain_end once it is
+ * over, exactly once each.  Between tests the runner waits until nothing
+ * is left (engine/drain.c), so no test meets what the one before it closed.
+ */
+void kv_drain_begin(void);
+void kv_drain_end(void);
+
 /* --------------------------------------------------------------- context */
 
 /* The scope code runs in now: the running task's, else the file's root. */

@@ -103,6 +103,7 @@ void kv_defer_forget(lua_State *L, kv_scope *s); /* drop what was deferred on s 
 
 /* strict_options.c: check_options(fname, t, keys [, level]) for Lua */
 int kv_l_check_options(lua_State *L);
+int kv_l_drain(lua_State *L); /* __kv.drain(seconds): drain.c */
 
 /* modules.c */
 void kv_modules_install(lua_State *L);

@@ -405,9 +405,12 @@ test("a test's children ...", function()
   -- neither closed nor waited for: the end of the test terminates them
 end)
 
-test("... are gone once the test has ended", function()
+test("... are gone, reaped, before the next test starts", function()
   expect(left_by_previous_test):not_nil("runs after the test above")
-  eventually(function() return all_gone(left_by_previous_test) end)
+  for _, pid in ipairs(left_by_previous_test) do
+    expect(read_file("/proc/" .. pid .. "/stat") == nil):is_true("process " .. pid .. " of the test before still "
+      .. "exists: a server it left could answer on this test's address")
+  end
 end)
 
 -- ------------------------------------------------ a second engine: orphans

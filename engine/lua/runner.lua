@@ -20,6 +20,7 @@ local show = require("expect").show
 local M = {}
 
 local HANDLER_TIMEOUT = 30
+local DRAIN_LIMIT = 5 -- seconds; a child's SIGKILL backstop (bindings/proc.c) comes sooner
 
 local function fnv1a(s)
   local h = 2166136261
@@ -257,6 +258,9 @@ function M.run_file(opts)
       end
     end
     local errors = scope:close()
+    -- The children it let go are gone before the next test starts: a server
+    -- on the same address must be the next test's own.
+    __kv.drain(DRAIN_LIMIT)
     if #errors > 0 and not failed(o) then
       o = { status = "error", message = "a background task failed: " .. errors[1]:match("^[^\n]*"),
         traceback = errors[1], where = failure.where(nil, errors[1], file) }
