@@ -509,7 +509,8 @@ local function served_engine()
   write_file(dir .. "/served.lua", SERVED)
   local e = assert(proc.spawn { argv = { ENGINE, "serve", dir .. "/served.lua", dir } })
   local sh, sl = read_pids(dir .. "/pids")
-  local pgid = math.tointeger(eventually(function() return read_file(dir .. "/pgid") end))
+  -- read once it is whole: the file exists, empty, before the pgid is written
+  local pgid = eventually(function() return math.tointeger(tonumber((read_file(dir .. "/pgid") or ""):match("^%d+$"))) end)
   local pids = { pgid, sh, sl }
   for _, pid in ipairs(pids) do expect(alive(pid)):is_true("running before the signal") end
   return e, pids
