@@ -8,7 +8,7 @@ kv=$1
 cd "$(dirname "$0")/.."
 log=$(mktemp)
 status=0
-for f in engine/tests/core.lua engine/tests/golden/*.lua bindings/tests/*.lua; do
+for f in engine/tests/core.lua engine/tests/fs.lua engine/tests/golden/*.lua bindings/tests/*.lua; do
   case $f in *fuzz.lua) continue ;; esac
   KVENGINE_TIME_SCALE=10 valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect \
     --error-exitcode=99 "$kv" __worker --timeout 300 "$f" 3>/dev/null >/dev/null 2>"$log"
