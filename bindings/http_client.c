@@ -289,11 +289,9 @@ void kvh_client_push(lua_State *L) {
   luaL_setmetatable(L, CLIENT_MT);
   curl_global_init(CURL_GLOBAL_DEFAULT);
   cl->multi = curl_multi_init();
-  cl->timer = malloc(sizeof *cl->timer);
-  if (!cl->multi || !cl->timer)
+  if (!cl->multi)
     luaL_error(L, "http: cannot set up libcurl");
-  uv_timer_init(kv_loop(), cl->timer);
-  cl->timer->data = cl;
+  cl->timer = kv_timer_new(cl);
   curl_multi_setopt(cl->multi, CURLMOPT_SOCKETFUNCTION, on_curl_socket);
   curl_multi_setopt(cl->multi, CURLMOPT_SOCKETDATA, cl);
   curl_multi_setopt(cl->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);

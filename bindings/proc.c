@@ -222,13 +222,9 @@ static void pwait_timer_fired(uv_timer_t *t) {
 
 /* Wake pw after `seconds` with timed_out set (0: on the next loop turn). */
 static void pwait_arm(pwait *pw, double seconds) {
-  uv_timer_t *t = malloc(sizeof *t);
-  if (!t)
-    abort();
-  uv_timer_init(kv_loop(), t);
-  t->data = pw;
-  pw->timer = t;
-  kv_timer_start(t, pwait_timer_fired, seconds > 0 ? (uint64_t)(seconds * 1000.0 + 0.5) : 0);
+  pw->timer = kv_timer_new(pw);
+  kv_timer_start(pw->timer, pwait_timer_fired,
+                 seconds > 0 ? (uint64_t)(seconds * 1000.0 + 0.5) : 0);
 }
 
 /* Wake every wait on list; runs their tasks now (from a loop callback). */

@@ -192,13 +192,8 @@ static void conn_drop(conn *c, const char *why, const char *calls_err) {
     redisAsyncFree(ac);
     return;
   }
-  uv_timer_t *t = malloc(sizeof *t);
-  if (!t)
-    abort();
-  uv_timer_init(kv_loop(), t);
-  t->data = c;
   c->refs++;
-  kv_timer_start(t, reaper_fired, 0);
+  kv_timer_start(kv_timer_new(c), reaper_fired, 0);
 }
 
 void redis_conn_close(kv_resource *r) {
@@ -458,11 +453,7 @@ call *redis_call_new(conn *c, kv_wait *w, enum call_kind kind, int n, int keep_r
   k->n = n;
   k->refs = 1;
   *(call **)kv_wait_data(w) = k;
-  k->timer = malloc(sizeof *k->timer);
-  if (!k->timer)
-    abort();
-  uv_timer_init(kv_loop(), k->timer);
-  k->timer->data = k;
+  k->timer = kv_timer_new(k);
   kv_timer_start(k->timer, call_timer_fired, (uint64_t)(c->timeout * 1000.0 + 0.5));
   KV_QUEUE_APPEND(c->calls, c->calls_tail, k, prev, next);
   return k;

@@ -275,11 +275,7 @@ static waiter *waiter_new(lua_State *L, zsock *s, double timeout) {
   kv_wait *w = kv_wait_new(L, "zmq", sizeof(waiter), waiter_cancel, waiter_dispose);
   waiter *wt = kv_wait_data(w);
   wt->w = w;
-  wt->timer = malloc(sizeof *wt->timer);
-  if (!wt->timer)
-    abort();
-  uv_timer_init(kv_loop(), wt->timer);
-  wt->timer->data = wt;
+  wt->timer = kv_timer_new(wt);
   if (timeout >= 0)
     kv_timer_start(wt->timer, waiter_timer_fired, (uint64_t)(timeout * 1000.0 + 0.5));
   waiter_link(s, wt);

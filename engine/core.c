@@ -59,11 +59,7 @@ static int l_sleep(lua_State *L) {
     return kv_wait_yield(L, w, sleep_done);
   }
   kv_wait *w = kv_wait_new(L, "sleep", sizeof(uv_timer_t *), sleep_cancel, NULL);
-  uv_timer_t *timer = malloc(sizeof *timer);
-  if (!timer)
-    abort();
-  uv_timer_init(kv_loop(), timer);
-  timer->data = w;
+  uv_timer_t *timer = kv_timer_new(w);
   *(uv_timer_t **)kv_wait_data(w) = timer;
   kv_timer_start(timer, sleep_fired, (uint64_t)(s * 1000.0 + 0.5));
   return kv_wait_yield(L, w, sleep_done);

@@ -85,11 +85,7 @@ int kv_l_drain(lua_State *L) {
   kv_wait *w = kv_wait_new(L, "drain", sizeof(drain_wait), drain_cancel, drain_dispose);
   drain_wait *d = kv_wait_data(w);
   d->w = w;
-  d->timer = malloc(sizeof *d->timer);
-  if (!d->timer)
-    abort();
-  uv_timer_init(kv_loop(), d->timer);
-  d->timer->data = d;
+  d->timer = kv_timer_new(d);
   kv_timer_start(d->timer, drain_timer_fired, seconds > 0 ? (uint64_t)(seconds * 1000.0 + 0.5) : 0);
   kv_wait_link(w, &waiters);
   return kv_wait_yield(L, w, drain_k);

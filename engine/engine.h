@@ -50,6 +50,12 @@ int kv_timer_start(uv_timer_t *timer, uv_timer_cb cb, uint64_t timeout_ms);
 /* The uv_close callback of a handle that is its own malloc'd block. */
 void kv_free_handle(uv_handle_t *h);
 
+/*
+ * A timer on the loop in a malloc'd block of its own, with `data` set; close
+ * it with uv_close(..., kv_free_handle).  Aborts when memory runs out.
+ */
+uv_timer_t *kv_timer_new(void *data);
+
 /* ---------------------------------------------------------------- waiting */
 
 typedef struct kv_wait kv_wait;

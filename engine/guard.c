@@ -161,12 +161,8 @@ int kv_guard_start(kv_task *t, kv_task *caller, double seconds) {
   guard.raised = 0;
   free(guard.where);
   guard.where = NULL;
-  if (!guard.timer) {
-    guard.timer = malloc(sizeof *guard.timer);
-    if (!guard.timer)
-      abort();
-    uv_timer_init(kv_loop(), guard.timer);
-  }
+  if (!guard.timer)
+    guard.timer = kv_timer_new(NULL);
   double left = deadline - now;
   kv_timer_start(guard.timer, timer_fired, left > 0 ? (uint64_t)(left * 1000.0) + 1 : 0);
   alarm_arm(left > 0 ? left : 1e-6);

@@ -35,6 +35,15 @@ int kv_timer_start(uv_timer_t *timer, uv_timer_cb cb, uint64_t timeout_ms) {
 
 void kv_free_handle(uv_handle_t *h) { free(h); }
 
+uv_timer_t *kv_timer_new(void *data) {
+  uv_timer_t *timer = malloc(sizeof *timer);
+  if (!timer)
+    abort(); /* as Lua's allocator fails: nothing sensible is left to do */
+  uv_timer_init(kv_loop(), timer);
+  timer->data = data;
+  return timer;
+}
+
 /* The running binary's absolute path, for workers and children. */
 const char *kv_exe_path(void) {
   static char path[PATH_MAX];
