@@ -71,7 +71,6 @@ typedef struct child {
   int handles;   /* uv handles whose close callback has not run yet */
   unsigned live; /* H_* bits */
   int tracked, closing;
-  int draining; /* let go, not yet reaped: counted by kv_drain_begin */
   uv_process_t proc;
   uv_timer_t kill_timer;
   uv_pipe_t ctl, in, out, err;
@@ -281,10 +280,7 @@ static void child_close(child *c) {
     if (!c->exited) {
       signal_group(c, SIGTERM);
       kv_timer_start(&c->kill_timer, kill_timer_fired, KILL_AFTER_MS);
-    }
-    if (!c->exited && (c->live & H_PROC)) {
-      c->draining = 1;
-      kv_drain_begin();
+      kv_drain_begin(); /* ended in child_exited, which finds c->closing set */
     }
     fail_start(c, "proc: closed before the child started");
     check_done(c);
@@ -313,10 +309,8 @@ static void child_exited(uv_process_t *p, int64_t status, int sig) {
     kill(-c->pgid, SIGKILL);
   handle_close(c, &c->proc, H_PROC);
   handle_close(c, &c->kill_timer, H_TIMER);
-  if (c->draining) {
-    c->draining = 0;
+  if (c->closing) /* let go before it exited: child_close began the drain */
     kv_drain_end();
-  }
   check_done(c);
   child_unref(c);
 }
