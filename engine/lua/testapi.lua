@@ -93,22 +93,25 @@ local function mkdir_p(path)
   if not ok then error("cannot create " .. path .. ": " .. err, 3) end
 end
 
--- Install the globals for one file; returns the registry the runner reads.
-function M.install(file, emit)
+-- A new registry for file; emit sends a report event to the parent.
+local function new_registry(file, emit)
   local reg = {
     file = file, tests = {}, names = {},
     hooks = { before_all = {}, after_all = {}, before_each = {}, after_each = {} },
     on_failure = {}, current = nil, -- current = {name=, dir=, on_failure = {}}
     emit = emit, -- a report event to the parent (engine.report)
   }
-  M.current = reg
-
+  -- The running test's folder, or the file's between tests; created.
   function reg.artifacts_dir()
     local dir = reg.current and reg.current.dir or reg.file_dir
     mkdir_p(dir)
     return dir
   end
+  return reg
+end
 
+-- test(), the hooks and on_failure(): what registers into reg.
+local function install_registration(reg)
   _G.test = function(name, opts, fn)
     if type(opts) == "function" then opts, fn = {}, opts end
     if type(name) ~= "string" or type(fn) ~= "function" or type(opts) ~= "table" then
@@ -128,22 +131,30 @@ function M.install(file, emit)
     end
   end
 
+  -- Within a test, a handler for that test alone; outside, for every test.
   _G.on_failure = function(fn)
     if type(fn) ~= "function" then error("on_failure takes a function", 2) end
     table.insert(reg.current and reg.current.on_failure or reg.on_failure, fn)
   end
+end
 
+-- The verdicts and waits a test body uses; they keep no state of the file.
+local function install_checks()
   _G.skip = failure.skip
   _G.fail = function(message, details) failure.raise(tostring(message), details) end
   _G.infra_error = failure.infra
   _G.expect = expect.expect
   _G.eventually = eventually
   _G.parallel = parallel
+end
 
+-- log() and artifact(): what a test tells the report, marked with the
+-- running test of reg.
+local function install_output(reg)
   _G.log = function(...)
     local parts = table.pack(...)
     for i = 1, parts.n do parts[i] = tostring(parts[i]) end
-    emit { ev = "log", test = reg.current and reg.current.name, msg = table.concat(parts, "\t", 1, parts.n) }
+    reg.emit { ev = "log", test = reg.current and reg.current.name, msg = table.concat(parts, "\t", 1, parts.n) }
   end
 
   _G.artifact = function(name, data)
@@ -154,10 +165,19 @@ function M.install(file, emit)
     local f = assert(io.open(path, "wb"))
     f:write(tostring(data))
     f:close()
-    emit { ev = "artifact", test = reg.current and reg.current.name, name = name, path = path }
+    reg.emit { ev = "artifact", test = reg.current and reg.current.name, name = name, path = path }
     return path
   end
+end
 
+-- Install the globals for one file; returns the registry the runner reads.
+-- emit(event) sends a report event to the parent.
+function M.install(file, emit)
+  local reg = new_registry(file, emit)
+  M.current = reg
+  install_registration(reg)
+  install_checks()
+  install_output(reg)
   return reg
 end
 
