@@ -44,7 +44,7 @@ local function drawer_of(name)
   if drawers[name] or why_not[name] then return drawers[name], why_not[name] end
   local ok, d = pcall(require, name)
   if not ok then
-    why_not[name] = tostring(d)
+    why_not[name] = tostring(d):match("^[^\n]*") -- not the module path's every folder
   elseif type(d) ~= "table" or type(d.draw) ~= "function" then
     why_not[name] = name .. " returns no table with a draw function"
   else
