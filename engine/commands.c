@@ -18,10 +18,12 @@
 
 #include <lauxlib.h>
 
+/* Whether s can name a command: a-z first, then a-z, 0-9, _ and -. */
 static int is_word(const char *s) {
   return *s >= 'a' && *s <= 'z' && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_-") == strlen(s);
 }
 
+/* Whether s names something in the file system (a file, a folder). */
 static int is_path(const char *s) {
   struct stat st;
   return stat(s, &st) == 0;

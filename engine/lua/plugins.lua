@@ -38,8 +38,8 @@ M.COMMAND_KEYS = { "name", "usage", "summary", "script" } -- engine.options.comm
 local commands, order, drawers = {}, {}, {}
 local loaded, loading = false, nil -- loading: the registration file being run
 
--- Where the caller's caller is: a registration file, or code that calls at run time.
-local function origin() return loading or "run time" end
+-- Who registers: the registration file being run, else code at run time.
+local function origin() return loading or "code at run time" end
 
 -- Record entry under name in `into`; false when an earlier library's
 -- registration stands.  Raises on a name one file registers twice.
@@ -53,29 +53,32 @@ local function claim(into, what, name, entry)
   return true
 end
 
-local function check_string(fname, key, v, pattern)
+-- Raise at the registering line unless v is a string matching pattern
+-- (any string without one); `what` says what it should be.
+local function check_string(fname, key, v, pattern, what)
   if type(v) ~= "string" or (pattern and not v:match(pattern)) then
-    error(string.format("%s: %s is %s, not %s", fname, key,
-      pattern == NAME and "a name of a-z, 0-9, _ and -" or (pattern and "a module name" or "a string"),
-      tostring(v)), 3)
+    error(string.format("%s: %s is %s, not %s", fname, key, what or "a string", tostring(v)), 3)
   end
 end
 
+-- engine.command{name=, usage=, summary=, script=}: every key required,
+-- no other taken (a misspelt one is named with the closest).
 function M.command(spec)
-  __kv.check_options("engine.command", spec, M.COMMAND_KEYS, 2)
-  check_string("engine.command", "name", spec.name, NAME)
+  spec = __kv.check_options("engine.command", spec, M.COMMAND_KEYS, 2) or {}
+  check_string("engine.command", "name", spec.name, NAME, "a name of a-z, 0-9, _ and -")
   check_string("engine.command", "usage", spec.usage)
   check_string("engine.command", "summary", spec.summary)
-  check_string("engine.command", "script", spec.script, MODULE)
+  check_string("engine.command", "script", spec.script, MODULE, "a module name")
   if BUILTIN[spec.name] then error("engine.command: `" .. spec.name .. "` is the engine's own command", 2) end
   local entry = { name = spec.name, usage = spec.usage, summary = spec.summary, script = spec.script,
     by = origin() }
   if claim(commands, "the command", spec.name, entry) then order[#order + 1] = spec.name end
 end
 
+-- engine.drawer(kind, module): module draws reports of kind (report_html.lua).
 function M.drawer(kind, module)
-  check_string("engine.drawer", "the kind", kind, "^[%w_%-]+$")
-  check_string("engine.drawer", "the module", module, MODULE)
+  check_string("engine.drawer", "the kind", kind, "^[%w_%-]+$", "a name of letters, digits, _ and -")
+  check_string("engine.drawer", "the module", module, MODULE, "a module name")
   claim(drawers, "the drawer of", kind, { module = module, by = origin() })
 end
 

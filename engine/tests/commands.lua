@@ -112,7 +112,7 @@ test("engine.command and engine.drawer refuse what they cannot register", functi
     :raises("`serve` is the engine's own command")
   expect(function() engine.command { name = "Bad", usage = "", summary = "", script = "x" } end)
     :raises("name is a name of a%-z, 0%-9, _ and %-, not Bad")
-  expect(function() engine.drawer("a kind", "m") end):raises("engine.drawer: the kind")
+  expect(function() engine.drawer("a kind", "m") end):raises("engine.drawer: the kind is a name of letters")
   expect(function() engine.drawer("k", 3) end):raises("engine.drawer: the module is a module name")
   engine.drawer("twice-" .. engine.test_name():len(), "m")
   expect(function() engine.drawer("twice-" .. engine.test_name():len(), "n") end):raises("registered twice")
