@@ -3,12 +3,13 @@
  *
  *   kvengine [options] PATH...     the parent: runs files in workers, reports
  *   kvengine serve SCRIPT [ARG...] a Lua program on the loop
- *   kvengine up [ARG...]           a stack, kept running (fixtures/up.lua)
- *   kvengine inject [ARG...]       a KV event into a running stack (fixtures/inject.lua)
  *   kvengine version               versions of the engine and its libraries
+ *   kvengine COMMAND [ARG...]      a command a fixture library registered
+ *                                  (commands.h): the engine names none
  *   kvengine __worker [options] FILE   one file (internal: the parent's child)
  *   kvengine __supervise ...       a child's supervisor (internal: supervise.h)
  */
+#include "commands.h"
 #include "host.h"
 #include "options.h"
 #include "pool.h"
@@ -119,21 +120,6 @@ static int serve_script(const char *script, int nargs, char **args) {
   return code;
 }
 
-/* kvengine up|inject [ARG...]: fixtures/<command>.lua, next to the binary
- * or installed. */
-static int fixture_command(const char *command, int nargs, char **args) {
-  static const char *const places[] = {"%s/../fixtures/%s.lua",
-                                       "%s/../share/kvengine/fixtures/%s.lua"};
-  char path[4200];
-  for (size_t i = 0; i < sizeof places / sizeof *places; i++) {
-    snprintf(path, sizeof path, places[i], kv_exe_dir(), command);
-    if (access(path, R_OK) == 0)
-      return serve_script(path, nargs, args);
-  }
-  fprintf(stderr, "kvengine: fixtures/%s.lua not found next to %s\n", command, kv_exe_path());
-  return 3;
-}
-
 static int version_main(void) {
   lua_State *L = kv_state_new();
   kv_print_versions(L);
@@ -155,10 +141,21 @@ int main(int argc, char **argv) {
     }
     return serve_script(argv[2], argc - 3, argv + 3);
   }
-  if (argc >= 2 && (!strcmp(argv[1], "up") || !strcmp(argv[1], "inject")))
-    return fixture_command(argv[1], argc - 2, argv + 2);
   if (argc == 2 && !strcmp(argv[1], "version"))
     return version_main();
+  if (argc >= 2) {
+    char script[4200];
+    switch (kv_command_find(argv[1], script, sizeof script)) {
+    case KV_COMMAND_FOUND:
+      return serve_script(script, argc - 2, argv + 2);
+    case KV_COMMAND_MISSPELT:
+      return 2;
+    case KV_COMMAND_BROKEN:
+      return 3;
+    case KV_COMMAND_NONE:
+      break;
+    }
+  }
   struct kv_options o;
   if (kv_options_parse(&o, argc, argv))
     return 2;

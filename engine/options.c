@@ -2,6 +2,7 @@
  * options.c - the command line of `kvengine [options] PATH...`.
  */
 #include "options.h"
+#include "commands.h"
 
 #include <getopt.h>
 #include <limits.h>
@@ -79,16 +80,15 @@ static int takes_argument(const struct row *r) {
 }
 
 void kv_usage(void) {
+  fputs("usage: kvengine [options] PATH...     run the tests in PATH (a file, a folder's *.lua,\n"
+        "                                      or a glob the engine expands itself)\n"
+        "       kvengine serve SCRIPT [ARG...] run a Lua program on the loop until SIGTERM/SIGINT\n"
+        "       kvengine version               print the versions of the engine and its libraries\n"
+        "       kvengine COMMAND [ARG...]      a command a fixture library registers (below)\n",
+        stdout);
+  /* The engine names no fixture command: the libraries list theirs. */
+  kv_commands_usage();
   fputs(
-      "usage: kvengine [options] PATH...     run the tests in PATH (a file, a folder's *.lua,\n"
-      "                                      or a glob the engine expands itself)\n"
-      "       kvengine serve SCRIPT [ARG...] run a Lua program on the loop until SIGTERM/SIGINT\n"
-      "       kvengine up [--target T] [--pods N] [--model M] [--router-config FILE] [--json]\n"
-      "                                      start a KV stack, print its endpoints, keep it\n"
-      "                                      running until Ctrl-C (scenarios attach with\n"
-      "                                      --target attached)\n"
-      "       kvengine inject --pod P ...    a KV event into a running `kvengine up` stack\n"
-      "       kvengine version               print the versions of the engine and its libraries\n"
       "\n"
       "options:\n"
       "  -j, --jobs N          run N files at once, each in its own worker process (default:\n"

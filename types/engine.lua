@@ -36,7 +36,7 @@ function EngineScope:open() end
 function EngineScope:defer(fn) end
 
 ---@class engine
----@field options {test: string[], eventually: string[], known_gap: string[]}  the keys the test API's checks take
+---@field options {test: string[], eventually: string[], known_gap: string[], command: string[]}  the keys the test API's and engine.command's checks take
 local engine = {}
 
 ---@return EngineScope  the caller's scope: its test's, or the file's
@@ -88,12 +88,33 @@ function engine.target() end
 function engine.declare_target(name) end
 
 ---Structured data for the reports, kept with the running test (outside a test, with the
----file) and the scenario line that led to the call; the HTML report draws the kinds it
----knows ("route", "timeline", "chart"), the other reports ignore them. Raises on a bad
----kind, or data JSON cannot carry or over 256 KiB of it.
+---file) and the scenario line that led to the call; the HTML report draws the kinds a
+---fixture library registered a drawer for (engine.drawer), the other reports ignore
+---them. Raises on a bad kind, or data JSON cannot carry or over 256 KiB of it.
 ---@param kind string  letters, digits, _ and -
 ---@param data table
 function engine.report(kind, data) end
+
+---A command of `kvengine` a fixture library adds, from its kvengine_plugins.lua:
+---`kvengine NAME ARG...` runs the module `script` (found on the module path) as
+---`kvengine serve` would; --help lists it.
+---@class engine.options.command
+---@field name string  a-z, 0-9, _ and -; not serve or version
+---@field usage string  its arguments, as --help shows them after "kvengine NAME"
+---@field summary string  what it does, one or two sentences
+---@field script string  the module to run, e.g. "up" for fixtures/up.lua
+
+---Register a command (from a kvengine_plugins.lua; the first registration of a name
+---on the module path stands).
+---@param spec engine.options.command
+function engine.command(spec) end
+
+---Register the module that draws reports of `kind` in the HTML page: it returns
+---{draw = function(report) -> html, lead? = boolean, style? = css}, is pure (the parent
+---requires it) and draws with require("report_svg").
+---@param kind string  letters, digits, _ and -
+---@param module string  a module name on the module path, e.g. "kvcache.report_route"
+function engine.drawer(kind, module) end
 
 ---The version of a component this worker's stack runs, for known_gap.versions.
 ---@param component string

@@ -24,23 +24,27 @@
 --     known_gap marks scoped to versions.
 --   engine.report(kind, data): structured data for the reports, attached to
 --     the running test (outside a test, to the file) with the scenario line
---     that led to the call; the HTML report draws the kinds it knows
---     ("route", "timeline", "chart"), the other reports ignore them all.
---   engine.options.test, .eventually, .known_gap: the keys test() and
---     eventually() check their options against, and a known_gap mark's
---     fields (as the bindings' module.options: the editor types in types/
---     are checked against them).
+--     that led to the call; the HTML report draws the kinds a fixture
+--     library registered a drawer for, the other reports ignore them all.
+--   engine.command{name=, usage=, summary=, script=} and
+--     engine.drawer(kind, module): what a fixture library adds to the
+--     engine, called from its kvengine_plugins.lua (plugins.lua).
+--   engine.options.test, .eventually, .known_gap, .command: the keys test()
+--     and eventually() check their options against, a known_gap mark's
+--     fields, and engine.command's (as the bindings' module.options: the
+--     editor types in types/ are checked against them).
 
 local json = require("json")
 local failure = require("failure")
 local known_gap = require("known_gap")
+local plugins = require("plugins")
 local testapi = require("testapi")
 local version = require("version")
 
 local engine = {}
 
 engine.options = { test = testapi.OPTIONS.test, eventually = testapi.OPTIONS.eventually,
-  known_gap = known_gap.FIELD_NAMES }
+  known_gap = known_gap.FIELD_NAMES, command = plugins.COMMAND_KEYS }
 
 function engine.scope() return __kv.scope_current() end
 
@@ -109,11 +113,15 @@ end
 
 function engine.declare_version(component, v) version.declare(component, v) end
 
+engine.command = plugins.command
+engine.drawer = plugins.drawer
+
 local REPORT_MAX = 256 * 1024 -- bytes of JSON: a report is a summary, not a log
 
 -- Sent to the parent with the other events of the test (report.lua keeps
--- it with the test). Outside a test run (kvengine serve) nobody reads
--- reports, and the call does nothing.
+-- it with the test), with the module of the kind's drawer: the parent,
+-- which loads no fixture code, draws with it (plugins.lua). Outside a test
+-- run (kvengine serve) nobody reads reports, and the call does nothing.
 function engine.report(kind, data)
   if type(kind) ~= "string" or not kind:match("^[%w_%-]+$") then
     error("engine.report: the kind is a name made of letters, digits, _ and -", 2)
@@ -131,7 +139,7 @@ function engine.report(kind, data)
   local reg = testapi.current
   if not reg then return end
   reg.emit { ev = "report", test = reg.current and reg.current.name, kind = kind, data = data,
-    where = failure.caller() }
+    where = failure.caller(), drawer = plugins.drawer_of(kind) }
 end
 
 return engine

@@ -92,7 +92,7 @@ end
 
 function handlers.report(job, ev)
   local owner = job.current and job.current.name == ev.test and job.current or job
-  owner.reports[#owner.reports + 1] = { kind = ev.kind, data = ev.data, where = ev.where }
+  owner.reports[#owner.reports + 1] = { kind = ev.kind, data = ev.data, where = ev.where, drawer = ev.drawer }
 end
 
 function handlers.artifact(job, ev)

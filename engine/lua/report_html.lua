@@ -5,18 +5,18 @@
 -- command, duration), the known gaps with their links, and for each file a
 -- table of its tests (outcome, duration).  Below the table, each test with
 -- more to show has a section: a failure's message, where, rerun command
--- and artifacts; then what fixtures sent with engine.report: a kvcache
--- stack's diagnosis and data-path timeline ("timeline"), a chart of the
--- pods that served each stack:route / stack:expect_routed call ("route"),
--- and bar charts a scenario draws itself ("chart").  A report it cannot
--- draw is named, not fatal.  The file is written when the run ends
+-- and artifacts; then what fixtures sent with engine.report, each drawn by
+-- the drawer a fixture library registered for its kind (engine.drawer:
+-- plugins.lua says how it reaches this process).  The engine draws no kind
+-- itself: report_svg.lua is the kit drawers draw with.  A report that
+-- cannot be drawn is named, not fatal; a kind nobody draws is left out.  The file is written when the run ends
 -- (interrupted runs too), as well-formed XML so that tools can read it.
 
 local command = require("command")
 local report = require("report")
 local svg = require("report_svg")
 
-local esc = svg.esc
+local esc, tag, count = svg.esc, svg.tag, svg.count
 
 local Html = {}
 Html.__index = Html
@@ -31,131 +31,62 @@ local FAILED = { fail = true, error = true, timeout = true }
 
 local function seconds(s) return s and string.format("%.2fs", s) or "" end
 
-local function count(n, word) return string.format("%d %s%s", n, word, n == 1 and "" or "s") end
-
-local function tag(name, attrs, body)
-  local a = {}
-  local names = {}
-  for k in pairs(attrs or {}) do names[#names + 1] = k end
-  table.sort(names)
-  for _, k in ipairs(names) do a[#a + 1] = string.format(' %s="%s"', k, esc(attrs[k])) end
-  return string.format("<%s%s>%s</%s>", name, table.concat(a), body or "", name)
-end
-
 -- ------------------------------------------------------------ reports
 
-local function figure(kind, attrs, caption, body)
-  attrs.class = "chart " .. kind
-  attrs["data-kind"] = kind
-  return tag("figure", attrs, tag("figcaption", nil, caption) .. body)
+-- Drawers by module name: {draw =, lead =, style =}, or the reason there is none.
+local drawers, why_not = {}, {}
+
+-- The drawer a report names.  The worker looked its kind up among the
+-- drawers fixture libraries registered (engine.drawer, plugins.lua) and
+-- sent the module's name with the report; this process loads no fixture
+-- code but that module, required through the same module path.
+local function drawer_of(name)
+  if drawers[name] or why_not[name] then return drawers[name], why_not[name] end
+  local ok, d = pcall(require, name)
+  if not ok then
+    why_not[name] = tostring(d):match("^[^\n]*") -- not the module path's every folder
+  elseif type(d) ~= "table" or type(d.draw) ~= "function" then
+    why_not[name] = name .. " returns no table with a draw function"
+  else
+    drawers[name] = d
+  end
+  return drawers[name], why_not[name]
 end
 
-local function where_text(r) return r.where and (" at " .. tag("code", nil, esc(r.where))) or "" end
-
--- One row per pod of the stack, in order, then any other pod that served
--- (the stack changed meanwhile), then the requests that failed.
-local function route_rows(d)
-  local counts, rows, expected = d.counts or {}, {}, d.expected
-  local names, seen, extra = {}, {}, {}
-  for _, p in ipairs(d.pods or {}) do
-    names[#names + 1], seen[tostring(p)] = tostring(p), true
+-- A report's HTML, or a line saying why it could not be drawn.
+local function draw_one(r, d, err)
+  local ok, html = false, err
+  if d then
+    ok, html = pcall(d.draw, { kind = r.kind, data = type(r.data) == "table" and r.data or {}, where = r.where })
   end
-  for p in pairs(counts) do
-    if not seen[p] then extra[#extra + 1] = tostring(p) end
-  end
-  table.sort(extra)
-  table.move(extra, 1, #extra, #names + 1, names)
-  for _, p in ipairs(names) do
-    local n = math.tointeger(tonumber(counts[p])) or 0
-    local tone = expected and (p == expected and "bar-expected" or (n > 0 and "bar-stray" or nil)) or nil
-    rows[#rows + 1] = { label = p, value = n, tone = tone, note = p == expected and "(expected)" or nil,
-      attrs = { ["data-pod"] = p, ["data-value"] = n, ["data-expected"] = p == expected and "true" or nil } }
-  end
-  local errors = math.tointeger(tonumber(d.errors)) or 0
-  if errors > 0 then
-    rows[#rows + 1] = { label = "errors", value = errors, tone = "bar-error",
-      attrs = { ["data-errors"] = errors, ["data-value"] = errors } }
-  end
-  return rows
+  if ok and type(html) == "string" then return html end
+  return tag("p", { class = "bad-report" }, esc(string.format("the %s report%s could not be drawn: %s", r.kind,
+    r.where and (" from " .. r.where) or "", tostring(html))))
 end
 
-local function draw_route(r)
-  local d = r.data
-  local n = math.tointeger(tonumber(d.n)) or 0
-  local method = d.method == "expect_routed" and "stack:expect_routed" or "stack:route"
-  local caption = string.format("%s%s: %s%s", esc(method), where_text(r), count(n, "request"),
-    d.expected and (", expected on " .. tag("strong", nil, esc(d.expected))) or "")
-  local attrs = { ["data-n"] = n, ["data-errors"] = tonumber(d.errors) or 0, ["data-expected"] = d.expected,
-    ["data-method"] = d.method }
-  return figure("route", attrs, caption, svg.bars { rows = route_rows(d), max = n,
-    format = function(v) return string.format("%d", v) end })
-end
-
-local function draw_chart(r)
-  local d = r.data
-  local rows, integral = {}, true
-  for _, b in ipairs(d.bars or {}) do
-    local v = tonumber(b.value) or 0
-    integral = integral and math.type(v) == "integer"
-    rows[#rows + 1] = { label = tostring(b.label), value = v,
-      attrs = { ["data-label"] = tostring(b.label), ["data-value"] = v } }
-  end
-  local unit = d.unit and (" " .. tostring(d.unit)) or ""
-  local format = function(v) return (integral and string.format("%d", v) or string.format("%.3f", v)) .. unit end
-  return figure("bars", { ["data-title"] = d.title }, esc(d.title or "chart") .. where_text(r),
-    svg.bars { rows = rows, max = tonumber(d.max), format = format })
-end
-
-local function entries_table(entries)
-  local rows = {}
-  for _, e in ipairs(entries) do
-    rows[#rows + 1] = tag("tr", { class = "entry", ["data-kind"] = e.kind, ["data-pod"] = e.pod },
-      tag("td", { class = "num" }, string.format("%.3f", tonumber(e.t) or 0)) .. tag("td", nil, esc(e.kind))
-      .. tag("td", nil, esc(svg.describe(e):gsub("^%+%S+ ", ""))))
-  end
-  return tag("table", { class = "entries" }, tag("thead", nil, "<tr><th>s</th><th>what</th><th>detail</th></tr>")
-    .. tag("tbody", nil, table.concat(rows)))
-end
-
-local function draw_timeline(r)
-  local d = r.data
-  local entries = {}
-  for _, e in ipairs(d.entries or {}) do
-    if type(e) == "table" and tonumber(e.t) then
-      e.t = tonumber(e.t)
-      entries[#entries + 1] = e
-    end
-  end
-  local dropped = math.tointeger(tonumber(d.dropped)) or 0
-  local caption = string.format("data-path timeline of stack %s (%s target, model %s): %s%s; seconds since the "
-    .. "stack started", esc(d.stack), esc(d.target), esc(d.model), count(#entries, "step"),
-    dropped > 0 and string.format(", the %d before them dropped", dropped) or "")
-  local key = svg.pod_key(d.pods) .. ' <span class="key"><span class="swatch fence-seen"></span>fence seen</span>'
-    .. ' <span class="key"><span class="swatch fence-unseen"></span>fence not seen</span>'
-    .. ' <span class="key"><span class="swatch failed"></span>failed request</span>'
-  local body = svg.timeline(entries, d.pods) .. tag("p", { class = "key" }, key)
-    .. tag("details", { class = "steps" }, tag("summary", nil, "every step") .. entries_table(entries))
-  local diagnosis = d.diagnosis and tag("div", { class = "diagnosis" }, tag("h4", nil, "diagnosis of stack "
-    .. esc(d.stack)) .. tag("pre", nil, esc(d.diagnosis))) or ""
-  return diagnosis .. figure("timeline", { ["data-stack"] = d.stack, ["data-entries"] = #entries }, caption, body)
-end
-
-local DRAW = { route = draw_route, chart = draw_chart, timeline = draw_timeline }
-
--- Timelines (with the diagnosis) first, then the charts in the order sent.
+-- The reports a drawer was registered for, the leading ones (a diagnosis)
+-- first, then the others in the order sent.  Kinds nobody draws are left out.
 local function draw_reports(reports)
   local first, rest = {}, {}
   for _, r in ipairs(reports or {}) do
-    local draw = DRAW[r.kind]
-    if draw then
-      local ok, html = pcall(draw, { data = type(r.data) == "table" and r.data or {}, where = r.where })
-      html = ok and html or tag("p", { class = "bad-report" }, esc(string.format(
-        "the %s report%s could not be drawn: %s", r.kind, r.where and (" from " .. r.where) or "", tostring(html))))
-      table.insert(r.kind == "timeline" and first or rest, html)
+    if type(r.drawer) == "string" then
+      local d, err = drawer_of(r.drawer)
+      table.insert(d and d.lead and first or rest, draw_one(r, d, err))
     end
   end
   table.move(rest, 1, #rest, #first + 1, first)
   return table.concat(first)
+end
+
+-- The CSS of the drawers that drew, sorted by module name.
+local function drawer_styles()
+  local names, out = {}, {}
+  for name, d in pairs(drawers) do
+    if type(d.style) == "string" then names[#names + 1] = name end
+  end
+  table.sort(names)
+  for _, name in ipairs(names) do out[#out + 1] = drawers[name].style end
+  return table.concat(out, "\n")
 end
 
 -- ------------------------------------------------------------ tests
@@ -265,24 +196,14 @@ tr.test[data-status=timeout]{background:#fff5f5}
 .test-detail{margin:14px 0 18px;padding:4px 14px 8px;border-left:3px solid #d0d7de}
 .test-detail[data-status=fail],.test-detail[data-status=error],.test-detail[data-status=timeout]{border-color:#cf222e}
 .failure pre.message{color:#b42318;font-weight:600}.failure{margin:6px 0}.file-error{padding:4px 10px;
-background:#fff5f5}.diagnosis pre{background:#f6f8fa;padding:8px 10px;border-radius:4px}
+background:#fff5f5}
 h4{font-size:13px;margin:14px 0 2px}
 figure.chart{margin:10px 0 14px}figcaption{margin-bottom:4px;color:#30363d}
 svg text{font:12px system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;fill:#30363d}
 svg .label{text-anchor:end}svg .tick{text-anchor:middle;fill:#59636e}svg .lane-label{fill:#30363d;font-weight:600}
-svg .track{fill:#f0f2f4}svg .bar{fill:#4c78a8}svg .bar-expected{fill:#2e9d5b}svg .bar-stray{fill:#e07b24}
-svg .bar-error{fill:#cf222e}svg .grid{stroke:#d8dee4;stroke-width:1}svg .lane0{fill:#f6f8fa}svg .lane1{fill:#fff}
-.pod0{fill:#8e6cc4;background:#8e6cc4}.pod1{fill:#4c78a8;background:#4c78a8}.pod2{fill:#e07b24;background:#e07b24}
-.pod3{fill:#2e9d5b;background:#2e9d5b}.pod4{fill:#c2410c;background:#c2410c}.pod5{fill:#0891b2;background:#0891b2}
-.pod6{fill:#a16207;background:#a16207}.pod7{fill:#db2777;background:#db2777}
-svg .fence.seen{fill:#2e9d5b}svg .fence.unseen{fill:#fff;stroke:#cf222e;stroke-width:2}
-svg .failed{stroke:#cf222e;stroke-width:2;fill-opacity:.45}
-.key{margin-right:12px;white-space:nowrap}.swatch{display:inline-block;width:10px;height:10px;margin-right:4px;
-border-radius:2px;vertical-align:-1px}.swatch.fence-seen{background:#2e9d5b;border-radius:5px}
-.swatch.fence-unseen{border:2px solid #cf222e;border-radius:5px;width:6px;height:6px}
-.swatch.failed{border:2px solid #cf222e;width:6px;height:6px}
-table.entries{border-collapse:collapse;font-size:12.5px}table.entries td,table.entries th{padding:1px 8px;
-text-align:left;border-bottom:1px solid #eaeef2}.bad-report{color:#b42318}
+svg .track{fill:#f0f2f4}svg .bar{fill:#4c78a8}svg .grid{stroke:#d8dee4;stroke-width:1}svg .lane0{fill:#f6f8fa}
+svg .lane1{fill:#fff}.key{margin-right:12px;white-space:nowrap}.swatch{display:inline-block;width:10px;height:10px;
+margin-right:4px;border-radius:2px;vertical-align:-1px}.bad-report{color:#b42318}
 ul.failures li,ul.gaps li{margin:2px 0}a{color:#0969da}
 ]]
 
@@ -346,7 +267,7 @@ function Html:finish(s)
   local page = table.concat {
     '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"/>',
     '<meta name="viewport" content="width=device-width, initial-scale=1"/>',
-    tag("title", nil, esc(title)), tag("style", nil, STYLE), "</head><body>\n",
+    tag("title", nil, esc(title)), tag("style", nil, STYLE .. drawer_styles()), "</head><body>\n",
     self:header(s), "\n", list_section("failures", "Failures", failures), list_section("gaps", "Known gaps", gaps),
     "\n", table.concat(files, "\n"), "\n</body></html>\n",
   }

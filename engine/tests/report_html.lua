@@ -2,6 +2,9 @@
 -- kvengine runs a file of known tests and reports, and the page it writes
 -- is read back with xmllint (the page is well-formed XML, so XPath can ask
 -- it what a reader would see). Rendering in a browser is `make html-check`.
+-- The kinds drawn are the fixture library's: fixtures/kvengine_plugins.lua
+-- registers their drawers (the engine draws none itself; commands.lua
+-- tests the registration with a library of its own).
 
 package.path = debug.getinfo(1, "S").short_src:match("^(.*)/[^/]*$") .. "/lib/?.lua;" .. package.path
 local child = require("child_engine")
