@@ -388,7 +388,7 @@ static void set_method(CURL *e, const char *method, int has_body) {
  */
 static void xfer_setup(lua_State *L, hc_xfer *x, int t) {
   CURL *e = x->easy;
-  double timeout = KVH_DEFAULT_TIMEOUT;
+  double timeout = kv_opt_timeout(L, lua_istable(L, t) ? t : 0, "http", KV_WAIT_TRANSFER);
   const char *method = NULL;
   int top = lua_gettop(L);
   if (lua_type(L, t) == LUA_TSTRING) {
@@ -401,11 +401,6 @@ static void xfer_setup(lua_State *L, hc_xfer *x, int t) {
     curl_easy_setopt(e, CURLOPT_URL, lua_tostring(L, -1));
     if (lua_getfield(L, t, "method") != LUA_TNIL && !(method = lua_tostring(L, -1)))
       luaL_error(L, "http: method must be a string");
-    if (lua_getfield(L, t, "timeout") != LUA_TNIL) {
-      timeout = lua_tonumber(L, -1);
-      if (!(timeout > 0))
-        luaL_error(L, "http: timeout must be a positive number of seconds");
-    }
     int st = lua_getfield(L, t, "stream");
     if (st != LUA_TNIL && st != LUA_TFUNCTION)
       luaL_error(L, "http: stream must be a function");
@@ -430,7 +425,9 @@ static void xfer_setup(lua_State *L, hc_xfer *x, int t) {
   }
   set_method(e, method, body != NULL);
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers);
-  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000.0 + 0.5));
+  /* To curl 0 ms is no limit: a poll gets the least it counts, 1 ms. */
+  long ms = (long)(timeout * 1000.0 + 0.5);
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, ms > 0 ? ms : 1L);
   curl_easy_setopt(e, CURLOPT_PRIVATE, x);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
@@ -739,8 +736,7 @@ static void push_opts(lua_State *L, int url, int idx) {
 /* http.get(url, opts) */
 int kvh_get(lua_State *L) {
   luaL_checkstring(L, 1);
-  if (!lua_isnoneornil(L, 2))
-    luaL_checktype(L, 2, LUA_TTABLE);
+  kv_opt_timeout(L, 2, "http.get", KV_WAIT_TRANSFER); /* refuses http.get(url, 5) by name */
   kv_check_options(L, 2, "http.get", get_keys);
   push_opts(L, 1, 2);
   lua_pushliteral(L, "GET");

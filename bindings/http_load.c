@@ -676,14 +676,12 @@ static int encode_request(lua_State *L, hl_run *r, int t, const char *who) {
     luaL_error(L, "%s: %s is not an http:// URL", who, url);
   set_origin(L, r, who, url, &u);
   const char *method = NULL, *body = NULL;
-  double timeout = KVH_DEFAULT_TIMEOUT;
+  double timeout = kv_opt_timeout(L, is_table ? t : 0, who, KV_WAIT_TRANSFER);
   size_t blen = 0;
   int json = 0;
   if (is_table) {
     if (lua_getfield(L, t, "method") != LUA_TNIL && !(method = lua_tostring(L, -1)))
       luaL_error(L, "%s: method must be a string", who);
-    if (lua_getfield(L, t, "timeout") != LUA_TNIL && !((timeout = lua_tonumber(L, -1)) > 0))
-      luaL_error(L, "%s: timeout must be a positive number of seconds", who);
     if ((json = lua_getfield(L, t, "json") != LUA_TNIL)) {
       kvh_json_encode(L, -1);
     } else if (lua_getfield(L, t, "body") != LUA_TNIL && !lua_isstring(L, -1)) {
@@ -753,7 +751,7 @@ static int run_results(lua_State *L, int status, lua_KContext ctx);
 
 /* Timeouts are checked every tenth of the shortest, at most every 100 ms. */
 static uint64_t sweep_of(const hl_run *r) {
-  uint64_t least = (uint64_t)(KVH_DEFAULT_TIMEOUT * NS);
+  uint64_t least = (uint64_t)(KV_WAIT_TRANSFER * NS);
   for (int i = 0; i < r->nreqs; i++)
     if (r->reqs[i].timeout < least)
       least = r->reqs[i].timeout;

@@ -5,10 +5,10 @@
  *   local pub = zmq.pub{bind = "tcp://127.0.0.1:0" | {...}, connect = ...,
  *                       hwm = 100000}                     -> s | nil, err
  *   pub:send{topic, seq, payload}          -> true | nil, err
- *   pub:wait_subscribed(topic, timeout)    -> true | nil, "timeout"
+ *   pub:wait_subscribed(topic, {timeout = 5}) -> true | nil, "timeout"
  *   local sub = zmq.sub{bind = ..., connect = ..., subscribe = "" | {...},
  *                       hwm = 100000}                     -> s | nil, err
- *   sub:recv(timeout)                      -> {frame, ...} | nil, "timeout"
+ *   sub:recv{timeout = 5}                  -> {frame, ...} | nil, "timeout"
  *   s:endpoint([i])   the i-th bound endpoint (default the first), port 0
  *                     and a wildcard host resolved (0.0.0.0 -> 127.0.0.1)
  *   s:close()
@@ -43,9 +43,13 @@
  * the socket's FIFO list with a libuv timer for its timeout; its outcome is
  * delivered from that timer (restarted at 0 ms), so Lua never runs inside
  * pump and a task that closes the socket cannot pull it from under the loop.
+ *
+ * Timeouts follow engine.h's rule: an option, default KV_WAIT_REPLY (5 s
+ * times the time scale), 0 to take only what is already there.
  */
 #include "engine.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -268,16 +272,17 @@ static void waiter_dispose(kv_wait *w) {
 }
 
 /*
- * A new waiter on s for the running task; timeout < 0 waits without limit.
- * Only call when the task will yield right after (nothing may raise).
+ * A new waiter on s for the running task, for at most `timeout` seconds
+ * (> 0: a poll never waits).  Only call when the task will yield right
+ * after (nothing may raise).
  */
 static waiter *waiter_new(lua_State *L, zsock *s, double timeout) {
+  assert(timeout > 0);
   kv_wait *w = kv_wait_new(L, "zmq", sizeof(waiter), waiter_cancel, waiter_dispose);
   waiter *wt = kv_wait_data(w);
   wt->w = w;
   wt->timer = kv_timer_new(wt);
-  if (timeout >= 0)
-    kv_timer_start(wt->timer, waiter_timer_fired, (uint64_t)(timeout * 1000.0 + 0.5));
+  kv_timer_start(wt->timer, waiter_timer_fired, (uint64_t)(timeout * 1000.0 + 0.5));
   waiter_link(s, wt);
   return wt;
 }
@@ -583,15 +588,6 @@ static int sock_send(lua_State *L) {
   return 1;
 }
 
-/* Optional timeout argument: seconds, or -1 for none. */
-static double opt_timeout(lua_State *L, int i) {
-  if (lua_isnoneornil(L, i))
-    return -1;
-  lua_Number t = luaL_checknumber(L, i);
-  luaL_argcheck(L, t >= 0, i, "timeout must not be negative");
-  return (double)t;
-}
-
 /* nil and why a wait ended without its answer. */
 static int push_wait_failure(lua_State *L, const waiter *wt) {
   return wt->result == WAIT_TIMEOUT ? kv_timeout(L) : kv_fail(L, "zmq: socket closed");
@@ -607,11 +603,11 @@ static int recv_done(lua_State *L, int status, lua_KContext ctx) {
   return push_wait_failure(L, wt);
 }
 
-/* sub:recv([timeout]) -> {frame, ...} | nil, "timeout".  No timeout: waits. */
+/* sub:recv([{timeout =}]) -> {frame, ...} | nil, "timeout". */
 static int sock_recv(lua_State *L) {
   zsock *s = check_open(L);
   luaL_argcheck(L, s->type == ZMQ_SUB, 1, "recv needs a sub socket");
-  double timeout = opt_timeout(L, 2);
+  double timeout = kv_timeout_arg(L, 2, "sub:recv", KV_WAIT_REPLY);
   if (!s->head) { /* nobody queued before us: take what is there */
     frames fr = {0};
     if (frames_recv(s->z, &fr) == 0) {
@@ -640,7 +636,7 @@ static int subscribed_done(lua_State *L, int status, lua_KContext ctx) {
 }
 
 /*
- * pub:wait_subscribed(topic, [timeout]) -> true once a live subscription is
+ * pub:wait_subscribed(topic, [{timeout =}]) -> true once a live subscription is
  * a prefix of topic (at once if one is), nil, "timeout" otherwise.
  */
 static int sock_wait_subscribed(lua_State *L) {
@@ -648,7 +644,7 @@ static int sock_wait_subscribed(lua_State *L) {
   luaL_argcheck(L, s->type == ZMQ_XPUB, 1, "wait_subscribed needs a pub socket");
   size_t len;
   const char *topic = luaL_checklstring(L, 2, &len);
-  double timeout = opt_timeout(L, 3);
+  double timeout = kv_timeout_arg(L, 3, "pub:wait_subscribed", KV_WAIT_REPLY);
   pump(s);
   if (subscribed(s, topic, len)) {
     lua_pushboolean(L, 1);
