@@ -949,7 +949,7 @@ static const luaL_Reg proc_methods[] = {{"pid", p_pid},   {"pgid", p_pgid}, {"ru
 static const luaL_Reg proc_funcs[] = {{"spawn", l_spawn}, {"run", l_run}, {NULL, NULL}};
 
 static const kv_option_keys proc_options[] = {
-    {"spawn", spawn_keys}, {"run", run_keys}, {NULL, NULL}};
+    {"spawn", spawn_keys}, {"run", run_keys}, {"wait", kv_timeout_keys}, {NULL, NULL}};
 
 int luaopen_proc(lua_State *L) {
   kv_class_new(L, PROC_MT, proc_methods, p_close, p_tostring);

@@ -688,7 +688,11 @@ static const luaL_Reg sock_methods[] = {
 
 static const luaL_Reg zmq_funcs[] = {{"pub", l_pub}, {"sub", l_sub}, {NULL, NULL}};
 
-static const kv_option_keys zmq_options[] = {{"pub", pub_keys}, {"sub", sub_keys}, {NULL, NULL}};
+static const kv_option_keys zmq_options[] = {{"pub", pub_keys},
+                                             {"sub", sub_keys},
+                                             {"recv", kv_timeout_keys},
+                                             {"wait_subscribed", kv_timeout_keys},
+                                             {NULL, NULL}};
 
 int luaopen_zmq(lua_State *L) {
   kv_class_new(L, SOCK_MT, sock_methods, sock_gc, sock_tostring);

@@ -323,8 +323,10 @@ double kv_opt_timeout(lua_State *L, int idx, const char *fname, double dflt);
 
 /*
  * As kv_opt_timeout, for a call whose options table holds nothing else:
- * any key but `timeout` raises too (kv_check_options).
+ * any key but `timeout` raises too (kv_check_options).  kv_timeout_keys is
+ * that list, {"timeout", NULL}, for the module to publish (kv_set_options).
  */
 double kv_timeout_arg(lua_State *L, int idx, const char *fname, double dflt);
+extern const char *const kv_timeout_keys[];
 
 #endif

@@ -66,9 +66,10 @@ double kv_opt_timeout(lua_State *L, int idx, const char *fname, double dflt) {
   return t < LONGEST ? t : LONGEST;
 }
 
+const char *const kv_timeout_keys[] = {"timeout", NULL};
+
 double kv_timeout_arg(lua_State *L, int idx, const char *fname, double dflt) {
-  static const char *const keys[] = {"timeout", NULL};
   if (idx != 0 && lua_type(L, idx) == LUA_TTABLE)
-    kv_check_options(L, idx, fname, keys);
+    kv_check_options(L, idx, fname, kv_timeout_keys);
   return kv_opt_timeout(L, idx, fname, dflt);
 }
