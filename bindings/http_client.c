@@ -21,6 +21,7 @@
 #include "engine.h"
 #include "http_private.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -87,6 +88,7 @@ static void call_signal(hc_call *c) {
     return;
   c->queued = 1;
   c->ready_next = NULL;
+  assert(*c->cl->ready_tail == NULL); /* the tail is the list's last link */
   *c->cl->ready_tail = c;
   c->cl->ready_tail = &c->ready_next;
 }
@@ -105,6 +107,7 @@ static void call_unqueue(hc_call *c) {
   }
   c->queued = 0;
   c->ready_next = NULL;
+  assert((cl->ready == NULL) == (cl->ready_tail == &cl->ready));
 }
 
 /*
@@ -127,6 +130,7 @@ static void client_wake_ready(hc_client *cl) {
 
 static size_t on_write(char *ptr, size_t size, size_t n, void *ud) {
   hc_xfer *x = ud;
+  assert(x->call && x->in_multi && !x->done); /* curl writes only for a running transfer */
   size_t len = size * n;
   if (x->stream) {
     if (x->pending.len >= STREAM_HIGH) { /* the task is behind: hold the data in curl */
@@ -155,6 +159,7 @@ static void client_after_action(hc_client *cl) {
     curl_multi_remove_handle(cl->multi, easy);
     if (!x)
       continue;
+    assert(x->in_multi && !x->done && x->easy == easy);
     x->in_multi = 0;
     x->done = 1;
     x->result = result;
@@ -208,6 +213,7 @@ static int on_curl_socket(CURL *easy, curl_socket_t s, int what, void *ud, void 
   (void)easy;
   hc_client *cl = ud;
   hc_poll *p = sockp;
+  assert(!p || (p->fd == s && p->cl == cl));
   if (what == CURL_POLL_REMOVE) {
     if (p) {
       curl_multi_assign(cl->multi, s, NULL);
@@ -245,6 +251,7 @@ static CURL *easy_get(hc_client *cl) {
 }
 
 static void easy_put(hc_client *cl, CURL *easy) {
+  assert(easy && (!cl || (cl->npool >= 0 && cl->npool <= POOL_MAX)));
   if (cl && !cl->closed && cl->npool < POOL_MAX) {
     curl_easy_reset(easy);
     cl->pool[cl->npool++] = easy;
@@ -269,6 +276,7 @@ static int client_gc(lua_State *L) {
     c->prev = c->next = NULL;
     c->cl = NULL;
   }
+  assert(!cl->ready && cl->ready_tail == &cl->ready); /* every call was unqueued */
   cl->closed = 1;
   curl_multi_cleanup(cl->multi);
   while (cl->polls)
@@ -305,6 +313,7 @@ void kvh_client_push(lua_State *L) {
 /* -------------------------------------------------------------- transfers */
 
 static void xfer_free(hc_call *c, hc_xfer *x) {
+  assert(x->call == c);
   hc_client *cl = c->cl;
   if (x->easy) {
     if (x->in_multi && cl)
@@ -441,8 +450,10 @@ static void xfer_setup(lua_State *L, hc_xfer *x, int t) {
 /* Start request number i (its spec on top of the stack) in a free slot. */
 static void xfer_start(lua_State *L, hc_call *c, int i) {
   int slot = 0;
+  assert(c->active < c->nslots && i >= 1 && i <= c->total);
   while (c->slots[slot])
     slot++;
+  assert(slot < c->nslots); /* a free slot exists while active < nslots */
   hc_xfer *x = calloc(1, sizeof *x);
   if (!x)
     luaL_error(L, "http: out of memory");
@@ -595,6 +606,7 @@ static int call_collect(lua_State *L, hc_call *c) {
     lua_seti(L, 2, x->index);
     c->slots[i] = NULL;
     c->active--;
+    assert(c->active >= 0);
     xfer_free(c, x);
     n++;
   }
@@ -633,6 +645,7 @@ static int call_step(lua_State *L, hc_call *c) {
       continue;
     if (c->active == 0 && c->next_req > c->total)
       return c->finish(L, LUA_OK, 0);
+    assert(c->active > 0 && !c->wait); /* waits only for transfers in flight, once */
     kv_wait *w = kv_wait_new(L, "http", sizeof(hc_call *), call_cancel, NULL);
     *(hc_call **)kv_wait_data(w) = c;
     c->wait = w;
@@ -650,6 +663,7 @@ static int call_run(lua_State *L, int concurrency, lua_KFunction k) {
   if (cl->closed)
     return luaL_error(L, "http: the client is closed");
   int total = (int)luaL_len(L, 1);
+  assert(concurrency >= 1);
   lua_settop(L, 1);
   lua_createtable(L, total, 0);
   hc_call **box = lua_newuserdatauv(L, sizeof *box, 0);

@@ -143,6 +143,7 @@ static void on_handle_closed(uv_handle_t *h) {
 }
 
 static void handle_opened(child *c, void *h, unsigned bit) {
+  assert(!(c->live & bit)); /* each handle is opened once */
   ((uv_handle_t *)h)->data = c;
   c->live |= bit;
   c->handles++;
@@ -206,6 +207,7 @@ static pwait *pwait_new(lua_State *L, const char *who) {
 }
 
 static void pwait_attach(pwait *pw, child *c, kv_wait **list) {
+  assert(!pw->c && c->refs > 0); /* one child per wait; the caller holds c */
   pw->c = c;
   c->refs++;
   kv_wait_link(pw->w, list);
@@ -213,6 +215,7 @@ static void pwait_attach(pwait *pw, child *c, kv_wait **list) {
 
 static void pwait_timer_fired(uv_timer_t *t) {
   pwait *pw = t->data;
+  assert(pw->timer == t && pw->w);
   pw->timed_out = 1;
   kv_wait_unlink(pw->w);
   pwait_disarm(pw);
@@ -221,6 +224,7 @@ static void pwait_timer_fired(uv_timer_t *t) {
 
 /* Wake pw after `seconds` with timed_out set (0: on the next loop turn). */
 static void pwait_arm(pwait *pw, double seconds) {
+  assert(!pw->timer); /* one timer per wait */
   pw->timer = kv_timer_new(pw);
   kv_timer_start(pw->timer, pwait_timer_fired,
                  seconds > 0 ? (uint64_t)(seconds * 1000.0 + 0.5) : 0);

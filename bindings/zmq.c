@@ -144,6 +144,7 @@ static void *context(void) {
 /* ----------------------------------------------------------------- frames */
 
 static void frames_clear(frames *f) {
+  assert(f->n >= 0 && f->n <= f->cap && (f->msg || f->cap == 0));
   for (int i = 0; i < f->n; i++)
     zmq_msg_close(&f->msg[i]);
   free(f->msg);
@@ -153,6 +154,7 @@ static void frames_clear(frames *f) {
 
 /* Receive one whole multipart message without blocking: 0, or -1 (errno). */
 static int frames_recv(void *z, frames *f) {
+  assert(z && f->n == 0); /* one message per frames */
   do {
     if (f->n == f->cap) {
       f->cap = f->cap ? 2 * f->cap : 4;
@@ -176,6 +178,7 @@ static int frames_recv(void *z, frames *f) {
 
 /* Push the message as a list of byte strings and release it. */
 static void frames_push(lua_State *L, frames *f) {
+  assert(f->n >= 1); /* a message has at least one part */
   lua_createtable(L, f->n, 0);
   for (int i = 0; i < f->n; i++) {
     lua_pushlstring(L, zmq_msg_data(&f->msg[i]), zmq_msg_size(&f->msg[i]));
@@ -194,6 +197,7 @@ static prefix_count *sub_find(zsock *s, const char *p, size_t len) {
 }
 
 static void sub_count(zsock *s, const char *p, size_t len, long delta) {
+  assert(s->type == ZMQ_XPUB && (delta == 1 || delta == -1));
   prefix_count *c = sub_find(s, p, len);
   if (!c) {
     if (delta < 0)
@@ -213,6 +217,7 @@ static void sub_count(zsock *s, const char *p, size_t len, long delta) {
   c->count += delta;
   if (c->count < 0)
     c->count = 0;
+  assert(s->nsubs <= s->subs_cap);
 }
 
 /* True while a live subscription is a prefix of topic. */
@@ -236,6 +241,7 @@ static void waiter_unlink(waiter *wt) {
 }
 
 static void waiter_link(zsock *s, waiter *wt) {
+  assert(!wt->s && s->z && wt->result == WAIT_PENDING); /* a new waiter, on an open socket */
   wt->s = s;
   KV_QUEUE_APPEND(s->head, s->tail, wt, prev, next);
 }
@@ -244,6 +250,7 @@ static void waiter_timer_fired(uv_timer_t *t);
 
 /* The outcome is known: deliver it from the waiter's timer at 0 ms. */
 static void waiter_settle(waiter *wt, int result) {
+  assert(wt->result == WAIT_PENDING && result != WAIT_PENDING && wt->w && wt->timer);
   waiter_unlink(wt);
   wt->result = result;
   kv_timer_start(wt->timer, waiter_timer_fired, 0);
@@ -252,6 +259,7 @@ static void waiter_settle(waiter *wt, int result) {
 /* Timeout (still pending) or delivery of a settled outcome. */
 static void waiter_timer_fired(uv_timer_t *t) {
   waiter *wt = t->data;
+  assert(wt->w && wt->timer == t);
   if (wt->result == WAIT_PENDING) {
     waiter_unlink(wt);
     wt->result = WAIT_TIMEOUT;
@@ -267,6 +275,7 @@ static void waiter_cancel(kv_wait *w) {
 
 static void waiter_dispose(kv_wait *w) {
   waiter *wt = kv_wait_data(w);
+  assert(!wt->s && !wt->w && !wt->timer); /* unlinked and finished before it is freed */
   frames_clear(&wt->fr);
   free(wt->topic);
 }
@@ -316,6 +325,7 @@ static void wake_subscribed(zsock *s) {
  * ZMQ_EVENTS also re-arms the edge-triggered ZMQ_FD.
  */
 static void pump(zsock *s) {
+  assert(s->type == ZMQ_XPUB || s->type == ZMQ_SUB);
   int changed = 0;
   while (s->z) {
     int ev = 0;
@@ -350,6 +360,7 @@ static void sock_close(kv_resource *r) {
     return;
   while (s->head)
     waiter_settle(s->head, WAIT_CLOSED);
+  assert(!s->tail);
   uv_close((uv_handle_t *)s->poll, kv_free_handle); /* before zmq closes its fd */
   s->poll = NULL;
   zmq_close(s->z);
@@ -384,6 +395,7 @@ static int sock_gc(lua_State *L) {
   if (s) {
     *ud = NULL;
     sock_close(&s->res);
+    assert(!s->z && !s->res.scope && !s->head && !s->poll); /* nothing points at s any more */
     free(s);
   }
   return 0;
