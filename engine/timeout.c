@@ -5,10 +5,11 @@
  * the same whichever binding it is: nil is the default for that kind of
  * wait, scaled as every default wait is (engine.time_scale()), 0 polls,
  * and a number > 0 bounds the wait.  Nothing waits forever by default: a
- * program that must wait for ever loops over bounded waits.  The forms
- * calls took before the rule (a bare number where the options table now
- * goes, a negative number for "no limit") raise, naming the form to write,
- * so old code fails at its line instead of waiting a different time.
+ * program that must wait for ever loops over bounded waits.  The form
+ * some calls took before the rule, a bare number where the options table
+ * now goes, raises naming the form to write, and so do a negative, a NaN,
+ * an infinite and a non-number timeout: old code fails at its line instead
+ * of waiting some other time.
  */
 #include "engine.h"
 
