@@ -21,6 +21,7 @@
 #include "engine.h"
 #include "http_private.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -87,6 +88,7 @@ static void call_signal(hc_call *c) {
     return;
   c->queued = 1;
   c->ready_next = NULL;
+  assert(*c->cl->ready_tail == NULL); /* the tail is the list's last link */
   *c->cl->ready_tail = c;
   c->cl->ready_tail = &c->ready_next;
 }
@@ -105,6 +107,7 @@ static void call_unqueue(hc_call *c) {
   }
   c->queued = 0;
   c->ready_next = NULL;
+  assert((cl->ready == NULL) == (cl->ready_tail == &cl->ready));
 }
 
 /*
@@ -127,6 +130,7 @@ static void client_wake_ready(hc_client *cl) {
 
 static size_t on_write(char *ptr, size_t size, size_t n, void *ud) {
   hc_xfer *x = ud;
+  assert(x->call && x->in_multi && !x->done); /* curl writes only for a running transfer */
   size_t len = size * n;
   if (x->stream) {
     if (x->pending.len >= STREAM_HIGH) { /* the task is behind: hold the data in curl */
@@ -155,6 +159,7 @@ static void client_after_action(hc_client *cl) {
     curl_multi_remove_handle(cl->multi, easy);
     if (!x)
       continue;
+    assert(x->in_multi && !x->done && x->easy == easy);
     x->in_multi = 0;
     x->done = 1;
     x->result = result;
@@ -208,6 +213,7 @@ static int on_curl_socket(CURL *easy, curl_socket_t s, int what, void *ud, void 
   (void)easy;
   hc_client *cl = ud;
   hc_poll *p = sockp;
+  assert(!p || (p->fd == s && p->cl == cl));
   if (what == CURL_POLL_REMOVE) {
     if (p) {
       curl_multi_assign(cl->multi, s, NULL);
@@ -245,6 +251,7 @@ static CURL *easy_get(hc_client *cl) {
 }
 
 static void easy_put(hc_client *cl, CURL *easy) {
+  assert(easy && (!cl || (cl->npool >= 0 && cl->npool <= POOL_MAX)));
   if (cl && !cl->closed && cl->npool < POOL_MAX) {
     curl_easy_reset(easy);
     cl->pool[cl->npool++] = easy;
@@ -269,6 +276,7 @@ static int client_gc(lua_State *L) {
     c->prev = c->next = NULL;
     c->cl = NULL;
   }
+  assert(!cl->ready && cl->ready_tail == &cl->ready); /* every call was unqueued */
   cl->closed = 1;
   curl_multi_cleanup(cl->multi);
   while (cl->polls)
@@ -305,6 +313,7 @@ void kvh_client_push(lua_State *L) {
 /* -------------------------------------------------------------- transfers */
 
 static void xfer_free(hc_call *c, hc_xfer *x) {
+  assert(x->call == c);
   hc_client *cl = c->cl;
   if (x->easy) {
     if (x->in_multi && cl)
@@ -388,7 +397,7 @@ static void set_method(CURL *e, const char *method, int has_body) {
  */
 static void xfer_setup(lua_State *L, hc_xfer *x, int t) {
   CURL *e = x->easy;
-  double timeout = KVH_DEFAULT_TIMEOUT;
+  double timeout = kv_opt_timeout(L, lua_istable(L, t) ? t : 0, "http", KV_WAIT_TRANSFER);
   const char *method = NULL;
   int top = lua_gettop(L);
   if (lua_type(L, t) == LUA_TSTRING) {
@@ -401,11 +410,6 @@ static void xfer_setup(lua_State *L, hc_xfer *x, int t) {
     curl_easy_setopt(e, CURLOPT_URL, lua_tostring(L, -1));
     if (lua_getfield(L, t, "method") != LUA_TNIL && !(method = lua_tostring(L, -1)))
       luaL_error(L, "http: method must be a string");
-    if (lua_getfield(L, t, "timeout") != LUA_TNIL) {
-      timeout = lua_tonumber(L, -1);
-      if (!(timeout > 0))
-        luaL_error(L, "http: timeout must be a positive number of seconds");
-    }
     int st = lua_getfield(L, t, "stream");
     if (st != LUA_TNIL && st != LUA_TFUNCTION)
       luaL_error(L, "http: stream must be a function");
@@ -430,7 +434,9 @@ static void xfer_setup(lua_State *L, hc_xfer *x, int t) {
   }
   set_method(e, method, body != NULL);
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers);
-  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000.0 + 0.5));
+  /* To curl 0 ms is no limit: a poll gets the least it counts, 1 ms. */
+  long ms = (long)(timeout * 1000.0 + 0.5);
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, ms > 0 ? ms : 1L);
   curl_easy_setopt(e, CURLOPT_PRIVATE, x);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
@@ -444,8 +450,10 @@ static void xfer_setup(lua_State *L, hc_xfer *x, int t) {
 /* Start request number i (its spec on top of the stack) in a free slot. */
 static void xfer_start(lua_State *L, hc_call *c, int i) {
   int slot = 0;
+  assert(c->active < c->nslots && i >= 1 && i <= c->total);
   while (c->slots[slot])
     slot++;
+  assert(slot < c->nslots); /* a free slot exists while active < nslots */
   hc_xfer *x = calloc(1, sizeof *x);
   if (!x)
     luaL_error(L, "http: out of memory");
@@ -598,6 +606,7 @@ static int call_collect(lua_State *L, hc_call *c) {
     lua_seti(L, 2, x->index);
     c->slots[i] = NULL;
     c->active--;
+    assert(c->active >= 0);
     xfer_free(c, x);
     n++;
   }
@@ -636,6 +645,7 @@ static int call_step(lua_State *L, hc_call *c) {
       continue;
     if (c->active == 0 && c->next_req > c->total)
       return c->finish(L, LUA_OK, 0);
+    assert(c->active > 0 && !c->wait); /* waits only for transfers in flight, once */
     kv_wait *w = kv_wait_new(L, "http", sizeof(hc_call *), call_cancel, NULL);
     *(hc_call **)kv_wait_data(w) = c;
     c->wait = w;
@@ -653,6 +663,7 @@ static int call_run(lua_State *L, int concurrency, lua_KFunction k) {
   if (cl->closed)
     return luaL_error(L, "http: the client is closed");
   int total = (int)luaL_len(L, 1);
+  assert(concurrency >= 1);
   lua_settop(L, 1);
   lua_createtable(L, total, 0);
   hc_call **box = lua_newuserdatauv(L, sizeof *box, 0);
@@ -739,8 +750,7 @@ static void push_opts(lua_State *L, int url, int idx) {
 /* http.get(url, opts) */
 int kvh_get(lua_State *L) {
   luaL_checkstring(L, 1);
-  if (!lua_isnoneornil(L, 2))
-    luaL_checktype(L, 2, LUA_TTABLE);
+  kv_opt_timeout(L, 2, "http.get", KV_WAIT_TRANSFER); /* refuses http.get(url, 5) by name */
   kv_check_options(L, 2, "http.get", get_keys);
   push_opts(L, 1, 2);
   lua_pushliteral(L, "GET");

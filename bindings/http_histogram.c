@@ -16,6 +16,7 @@
 #include "engine.h"
 #include "http_private.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,15 +36,19 @@ struct kvh_hist {
 };
 
 static int bucket_of(uint64_t v) {
+  assert(v <= VALUE_MAX); /* callers clamp: larger values have no bucket */
   if (v < SUB_COUNT)
     return (int)v;
   int top_bit = 63 - __builtin_clzll(v);
   int shift = top_bit - SUB_BITS + 1;
-  return SUB_COUNT + (shift - 1) * HALF + (int)((v >> shift) - HALF);
+  int i = SUB_COUNT + (shift - 1) * HALF + (int)((v >> shift) - HALF);
+  assert(i >= SUB_COUNT && i < NBUCKETS);
+  return i;
 }
 
 /* The highest value bucket i holds. */
 static uint64_t bucket_high(int i) {
+  assert(i >= 0 && i < NBUCKETS);
   if (i < SUB_COUNT)
     return (uint64_t)i;
   int k = i - SUB_COUNT, shift = k / HALF + 1;
@@ -63,6 +68,7 @@ void kvh_hist_add(kvh_hist *h, uint64_t usec, uint64_t n) {
     h->max = usec;
   h->count += n;
   h->sum += (double)usec * (double)n;
+  assert(h->min <= h->max && h->max <= VALUE_MAX);
 }
 
 kvh_hist *kvh_hist_push(lua_State *L) {

@@ -36,6 +36,8 @@
 #include "http_parse.h"
 #include "http_private.h"
 
+#include <assert.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +150,7 @@ static void run_enter(hl_run *r) {
 }
 
 static void run_leave(hl_run *r) {
+  assert(!r || r->depth > 0); /* paired with run_enter */
   if (r && --r->depth == 0)
     run_check_done(r);
 }
@@ -157,6 +160,7 @@ static void run_leave(hl_run *r) {
 static void on_conn_closed(uv_handle_t *h) {
   hl_conn *c = (hl_conn *)h;
   hl_client *cl = c->cl;
+  assert(c->closing && !c->run && cl->nconns > 0);
   kv_hr_free(c->hr);
   kv_buf_free(&c->unsent);
   free(c);
@@ -166,6 +170,7 @@ static void on_conn_closed(uv_handle_t *h) {
 
 static void run_unlend(hl_run *r, hl_conn *c) {
   int i = c->slot;
+  assert(c->run == r && i >= 0 && i < r->nlent && r->lent[i] == c && r->nidle <= r->nlent);
   r->lent[i] = r->lent[--r->nlent];
   r->lent[i]->slot = i;
   for (int k = 0; k < r->nidle; k++) {
@@ -187,6 +192,7 @@ static void conn_close(hl_conn *c) {
   else if (c->state == IDLE)
     c->cl->nidle--;
   hl_client *cl = c->cl;
+  assert(cl->nidle >= 0);
   KV_LIST_REMOVE(cl->conns, c, prev, next);
   uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 }
@@ -244,7 +250,9 @@ static void on_written(uv_write_t *req, int status) {
 /* Send c's job: one write, rarely two. */
 static void conn_send(hl_conn *c) {
   hl_run *r = c->run;
+  assert(r && c->has_job && !c->writing && c->job.req >= 0 && c->job.req < r->nreqs);
   hl_req *q = &r->reqs[c->job.req];
+  assert(q->len > 0 && q->off + q->len <= r->bytes.len && q->len <= UINT_MAX);
   kv_hr_expect(c->hr, q->head);
   c->state = BUSY;
   c->job.sent = uv_hrtime();
@@ -298,7 +306,8 @@ static void conn_answered(hl_conn *c, int keep) {
   c->has_job = 0;
   c->served++;
   record_response(r, c, kv_hr_status(c->hr));
-  if (keep && !c->writing) { /* answered before it had all the request: no reuse */
+  if (keep && !c->writing) {     /* answered before it had all the request: no reuse */
+    assert(r->nidle < r->nlent); /* c is lent and not idle yet */
     c->state = IDLE;
     r->idle[r->nidle++] = c;
   } else {
@@ -394,6 +403,7 @@ static void conn_start(hl_run *r, hl_job job) {
     record_error(r, "", "out of memory");
     return;
   }
+  assert(r->nlent < r->conc); /* the caller checked that r has a free slot */
   c->run = r;
   c->slot = r->nlent;
   r->lent[r->nlent++] = c;
@@ -451,6 +461,7 @@ static void run_pump(hl_run *r) {
   while ((r->nidle > 0 || r->nlent < r->conc) && run_next_job(r, now, &job)) {
     if (r->nidle > 0) {
       hl_conn *c = r->idle[--r->nidle];
+      assert(c->run == r && c->state == IDLE && !c->has_job);
       c->job = job;
       c->has_job = 1;
       conn_send(c);
@@ -676,14 +687,12 @@ static int encode_request(lua_State *L, hl_run *r, int t, const char *who) {
     luaL_error(L, "%s: %s is not an http:// URL", who, url);
   set_origin(L, r, who, url, &u);
   const char *method = NULL, *body = NULL;
-  double timeout = KVH_DEFAULT_TIMEOUT;
+  double timeout = kv_opt_timeout(L, is_table ? t : 0, who, KV_WAIT_TRANSFER);
   size_t blen = 0;
   int json = 0;
   if (is_table) {
     if (lua_getfield(L, t, "method") != LUA_TNIL && !(method = lua_tostring(L, -1)))
       luaL_error(L, "%s: method must be a string", who);
-    if (lua_getfield(L, t, "timeout") != LUA_TNIL && !((timeout = lua_tonumber(L, -1)) > 0))
-      luaL_error(L, "%s: timeout must be a positive number of seconds", who);
     if ((json = lua_getfield(L, t, "json") != LUA_TNIL)) {
       kvh_json_encode(L, -1);
     } else if (lua_getfield(L, t, "body") != LUA_TNIL && !lua_isstring(L, -1)) {
@@ -753,7 +762,7 @@ static int run_results(lua_State *L, int status, lua_KContext ctx);
 
 /* Timeouts are checked every tenth of the shortest, at most every 100 ms. */
 static uint64_t sweep_of(const hl_run *r) {
-  uint64_t least = (uint64_t)(KVH_DEFAULT_TIMEOUT * NS);
+  uint64_t least = (uint64_t)(KV_WAIT_TRANSFER * NS);
   for (int i = 0; i < r->nreqs; i++)
     if (r->reqs[i].timeout < least)
       least = r->reqs[i].timeout;

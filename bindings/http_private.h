@@ -15,9 +15,6 @@
 
 #include "engine.h"
 
-/* A request without a timeout option gets this one, so no test hangs on it. */
-#define KVH_DEFAULT_TIMEOUT 30.0
-
 /* The module's functions share two upvalues: the curl client's state and the load client's. */
 
 /* http_client.c: these read the client state from upvalue 1. */

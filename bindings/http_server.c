@@ -28,6 +28,8 @@
 #include "http_private.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,6 +141,7 @@ static void drain_wake(hs_conn *c, int err) {
     return;
   c->drain = NULL;
   hs_drain *d = kv_wait_data(w);
+  assert(d->c == c); /* the connection's one drain waiter */
   d->c = NULL;
   d->err = err;
   kv_wait_wake(w);
@@ -147,6 +150,7 @@ static void drain_wake(hs_conn *c, int err) {
 static void on_written(uv_write_t *req, int status) {
   hs_wreq *w = (hs_wreq *)req;
   hs_conn *c = w->c;
+  assert(c->queued >= w->len); /* every write was counted when queued */
   c->queued -= w->len;
   free(w);
   if (c->closing)
@@ -171,6 +175,7 @@ static int conn_write(hs_conn *c, const char *const *parts, const size_t *lens, 
     total += lens[i];
   if (total == 0)
     return 0;
+  assert(total <= UINT_MAX); /* uv_buf_t's length is an unsigned int */
   hs_wreq *w = malloc(sizeof *w + total);
   if (!w)
     return UV_ENOMEM;
@@ -179,6 +184,7 @@ static int conn_write(hs_conn *c, const char *const *parts, const size_t *lens, 
     memcpy(w->data + off, parts[i], lens[i]);
     off += lens[i];
   }
+  assert(off == total);
   w->c = c;
   w->len = total;
   uv_buf_t buf = uv_buf_init(w->data, (unsigned)total);
@@ -198,6 +204,7 @@ static int conn_write1(hs_conn *c, const char *s, size_t len) { return conn_writ
 /* ---------------------------------------------------------- closing paths */
 
 static void server_maybe_free(hs_server *s) {
+  assert(s->nconns >= 0 && (s->nconns > 0 || !s->conns));
   if (s->closed && !s->listening && s->nconns == 0)
     free(s);
 }
@@ -205,11 +212,13 @@ static void server_maybe_free(hs_server *s) {
 static void on_conn_closed(uv_handle_t *h) {
   hs_conn *c = (hs_conn *)h;
   hs_server *s = c->srv;
+  assert(c->closing && !c->linger && s->nconns > 0);
   if (c->res) { /* detach first: the woken handler must not reach c */
     c->res->conn = NULL;
     c->res = NULL;
   }
   drain_wake(c, c->write_err ? c->write_err : UV_ECONNRESET);
+  assert(!c->drain);
   KV_LIST_REMOVE(s->conns, c, prev, next);
   kv_hp_free(c->hp);
   kv_buf_free(&c->in);
@@ -264,6 +273,7 @@ static void conn_reject(hs_conn *c, int status, const char *why) {
                    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
                    "Connection: close\r\n\r\n",
                    status, kv_http_status_text(status), strlen(why) + 1);
+  assert(n > 0 && (size_t)n < sizeof head);
   const char *parts[] = {head, why, "\n"};
   size_t lens[] = {(size_t)n, strlen(why), 1};
   c->lingering = 1;

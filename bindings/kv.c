@@ -32,6 +32,7 @@
  * or above 2^63 read as negative integers; compare them with math.ult.
  * Wherever a hash is taken, its unsigned decimal string is accepted too.
  */
+#include <assert.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -90,6 +91,7 @@ static int l_u64(lua_State *L) {
  * uint32 into out (4*n bytes).  Raises, naming the argument, on a bad token.
  */
 static void read_tokens(lua_State *L, int t, lua_Integer first, lua_Integer n, unsigned char *out) {
+  assert(first >= 0 && n >= 0);
   for (lua_Integer i = 0; i < n; i++) {
     uint32_t tok = 0;
     lua_rawgeti(L, t, first + i + 1);
@@ -142,8 +144,10 @@ static int hash_chunks(sha256_box *box, const unsigned char *buf, size_t ntok, s
                        size_t nblocks, uint64_t *hashes) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int mdlen = 0;
+  assert(block_size > 0);
   for (size_t b = 0; b < nblocks; b++) {
     size_t start = b * block_size;
+    assert(start <= ntok); /* no chunk starts past the tokens: ntok - start is a size */
     size_t len = ntok - start < block_size ? ntok - start : block_size;
     if (len == 0) {
       hashes[b] = 0;
@@ -184,6 +188,7 @@ static lua_Integer opt_count(lua_State *L, int opts, const char *name, lua_Integ
 static int push_block_hashes(lua_State *L, lua_Integer block_size, lua_Integer max_blocks,
                              int as_list) {
   luaL_checktype(L, 1, LUA_TTABLE);
+  assert(block_size > 0 && max_blocks > 0); /* opt_count gives positive counts */
   lua_Integer ntok = (lua_Integer)lua_rawlen(L, 1);
   lua_Integer nblocks = ntok / block_size + (ntok % block_size != 0);
   lua_Integer used = ntok;
@@ -195,6 +200,7 @@ static int push_block_hashes(lua_State *L, lua_Integer block_size, lua_Integer m
   }
   if ((uint64_t)used > SIZE_MAX / 4 - 1 || (uint64_t)nblocks > SIZE_MAX / 8 - 1)
     return luaL_error(L, "kv: token list too long");
+  assert(used >= 0 && used <= ntok && nblocks >= 0);
 
   /* One GC-owned scratch area: serialized tokens, then the hashes. */
   size_t tokbytes = (size_t)used * 4;

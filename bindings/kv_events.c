@@ -58,6 +58,7 @@
  *
  * kv.events.dialects is the list of dialect names.
  */
+#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -395,6 +396,7 @@ static void pk_hash(msgpack_packer *pk, uint64_t h, int fixed) {
 }
 
 static void pk_hash_list(lua_State *L, msgpack_packer *pk, const ev_fields *f, int fixed) {
+  assert(f->hashes > 0); /* read_event checked the event has a hash list */
   size_t n = lua_rawlen(L, f->hashes);
   msgpack_pack_array(pk, n);
   for (size_t i = 1; i <= n; i++) {
@@ -599,6 +601,7 @@ static void pack_event(lua_State *L, msgpack_packer *pk, const ev_fields *f, kv_
     pack_removed(L, pk, f, d);
     return;
   default:
+    assert(f->kind == K_CLEARED);
     if (map) {
       msgpack_pack_map(pk, 1);
       pk_cstr(pk, "type");

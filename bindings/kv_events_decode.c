@@ -63,6 +63,7 @@
  * there), then the object tree is walked along the expected shape only:
  * unknown fields are skipped, never converted, so nesting stays bounded.
  */
+#include <assert.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -147,6 +148,7 @@ static int check_framing(const unsigned char *p, size_t len, char *err, size_t e
         goto done;
       depth--;
     }
+    assert(depth >= 0 && depth <= MAX_DEPTH && pos <= len);
     left[depth]--;
     if (pos >= len)
       goto truncated;
@@ -280,6 +282,7 @@ static int is_int(const msgpack_object *o) {
 }
 
 static lua_Integer int_of(const msgpack_object *o) {
+  assert(is_int(o));
   return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (lua_Integer)o->via.u64
                                                     : (lua_Integer)o->via.i64;
 }
@@ -291,6 +294,7 @@ static int str_is(const msgpack_object *o, const char *s) {
 
 /* The value of the last entry of map m whose key is the string `key`. */
 static const msgpack_object *map_get(const msgpack_object *m, const char *key) {
+  assert(m->type == MSGPACK_OBJECT_MAP);
   const msgpack_object *found = NULL;
   for (uint32_t i = 0; i < m->via.map.size; i++)
     if (str_is(&m->via.map.ptr[i].key, key))
@@ -308,6 +312,7 @@ typedef struct {
 
 /* Field i (0-based after the tag) named `name`, or NULL when absent. */
 static const msgpack_object *field(const event_view *ev, uint32_t i, const char *name) {
+  assert(ev->o->type == (ev->is_map ? MSGPACK_OBJECT_MAP : MSGPACK_OBJECT_ARRAY));
   if (ev->is_map)
     return map_get(ev->o, name);
   return i + 1 < ev->o->via.array.size ? &ev->o->via.array.ptr[i + 1] : NULL;

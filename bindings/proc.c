@@ -4,7 +4,7 @@
  *   proc.spawn{argv=, env=, env_clear=, cwd=, log=} -> p | nil, err
  *   proc.run{argv=, env=, env_clear=, cwd=, input=, timeout=}
  *     -> code, stdout, stderr | nil, why, stdout, stderr[, signum] | nil, err
- *   p:pid() p:pgid() p:running() p:kill([sig]) p:wait([timeout]) p:close()
+ *   p:pid() p:pgid() p:running() p:kill([sig]) p:wait{timeout=} p:close()
  *
  * How it sits in the loop: a child is a uv_process_t whose exit callback
  * wakes the tasks waiting in p:wait or proc.run; proc.run's output arrives
@@ -97,7 +97,7 @@ struct pwait {
   child *c; /* holds a reference */
   uv_timer_t *timer;
   int timed_out;
-  double deadline;    /* proc.run: the end of its timeout, < 0 for none */
+  double deadline;    /* proc.run: the end of its timeout (kv_now's clock) */
   char err[MSG_SIZE]; /* a failure found before the child existed */
 };
 
@@ -114,7 +114,7 @@ typedef struct spawn_req {
   const char *cwd, *log, *input;
   size_t inlen;
   int capture;
-  double timeout; /* < 0: none */
+  double timeout; /* proc.run: seconds, >= 0 (engine.h's rule) */
 } spawn_req;
 
 /* ----------------------------------------------------------- the record */
@@ -143,6 +143,7 @@ static void on_handle_closed(uv_handle_t *h) {
 }
 
 static void handle_opened(child *c, void *h, unsigned bit) {
+  assert(!(c->live & bit)); /* each handle is opened once */
   ((uv_handle_t *)h)->data = c;
   c->live |= bit;
   c->handles++;
@@ -206,6 +207,7 @@ static pwait *pwait_new(lua_State *L, const char *who) {
 }
 
 static void pwait_attach(pwait *pw, child *c, kv_wait **list) {
+  assert(!pw->c && c->refs > 0); /* one child per wait; the caller holds c */
   pw->c = c;
   c->refs++;
   kv_wait_link(pw->w, list);
@@ -213,6 +215,7 @@ static void pwait_attach(pwait *pw, child *c, kv_wait **list) {
 
 static void pwait_timer_fired(uv_timer_t *t) {
   pwait *pw = t->data;
+  assert(pw->timer == t && pw->w);
   pw->timed_out = 1;
   kv_wait_unlink(pw->w);
   pwait_disarm(pw);
@@ -221,6 +224,7 @@ static void pwait_timer_fired(uv_timer_t *t) {
 
 /* Wake pw after `seconds` with timed_out set (0: on the next loop turn). */
 static void pwait_arm(pwait *pw, double seconds) {
+  assert(!pw->timer); /* one timer per wait */
   pw->timer = kv_timer_new(pw);
   kv_timer_start(pw->timer, pwait_timer_fired,
                  seconds > 0 ? (uint64_t)(seconds * 1000.0 + 0.5) : 0);
@@ -663,7 +667,6 @@ static void parse_request(lua_State *L, spawn_req *q, const char *who, int run) 
   lua_newtable(L);
   int keep = 2;
   memset(q, 0, sizeof *q);
-  q->timeout = -1;
   q->argv = parse_argv(L, keep, who);
   q->env = parse_env(L, keep, who);
   size_t len;
@@ -675,12 +678,8 @@ static void parse_request(lua_State *L, spawn_req *q, const char *who, int run) 
     luaL_error(L, "%s: log contains a NUL byte", who);
   q->input = opt_string(L, keep, who, "input", &q->inlen);
   q->capture = run;
-  if (lua_getfield(L, 1, "timeout") != LUA_TNIL) {
-    if (!lua_isnumber(L, -1) || lua_tonumber(L, -1) < 0)
-      luaL_error(L, "%s: timeout must be a number of seconds >= 0", who);
-    q->timeout = lua_tonumber(L, -1);
-  }
-  lua_pop(L, 1);
+  if (run)
+    q->timeout = kv_opt_timeout(L, 1, who, KV_WAIT_PROGRAM);
 }
 
 /* ------------------------------------------------------ module functions */
@@ -715,8 +714,7 @@ static int spawn_k(lua_State *L, int status, lua_KContext ctx) {
  */
 static int start_and_yield(lua_State *L, const spawn_req *q, const char *who, lua_KFunction k) {
   pwait *pw = pwait_new(L, who);
-  if (q->timeout >= 0)
-    pw->deadline = kv_now() + q->timeout;
+  pw->deadline = kv_now() + q->timeout;
   child *c = child_start(q, pw->err);
   if (!c) {
     pwait_arm(pw, 0);
@@ -790,8 +788,7 @@ static int run_started_k(lua_State *L, int status, lua_KContext ctx) {
     return push_run_result(L, c);
   pwait *done = pwait_new(L, "proc.run");
   pwait_attach(done, c, &c->done_waiters);
-  if (pw->deadline >= 0)
-    pwait_arm(done, pw->deadline - kv_now());
+  pwait_arm(done, pw->deadline - kv_now());
   return kv_wait_yield(L, done->w, run_done_k);
 }
 
@@ -845,25 +842,22 @@ static int wait_k(lua_State *L, int status, lua_KContext ctx) {
 }
 
 /*
- * p:wait([timeout]) -> code (it exited), nil, "signal", signum (a signal
+ * p:wait([{timeout =}]) -> code (it exited), nil, "signal", signum (a signal
  * killed it), or nil, "timeout".  The status is the target's: the
  * supervisor exits with its code or dies of its signal, after it has
- * terminated the rest of the group.  Without timeout, waits as long as the
- * test may run.
+ * terminated the rest of the group.  The timeout follows engine.h's rule
+ * (default KV_WAIT_PROGRAM); 0 only asks whether it has ended.
  */
 static int p_wait(lua_State *L) {
   child *c = check_open(L);
-  double t = -1;
-  if (!lua_isnoneornil(L, 2)) {
-    t = luaL_checknumber(L, 2);
-    luaL_argcheck(L, t >= 0, 2, "timeout must not be negative");
-  }
+  double t = kv_timeout_arg(L, 2, "p:wait", KV_WAIT_PROGRAM);
   if (child_done(c))
     return push_status(L, c);
+  if (t == 0)
+    return kv_timeout(L);
   pwait *pw = pwait_new(L, "p:wait");
   pwait_attach(pw, c, &c->done_waiters);
-  if (t >= 0)
-    pwait_arm(pw, t);
+  pwait_arm(pw, t);
   return kv_wait_yield(L, pw->w, wait_k);
 }
 
@@ -959,7 +953,7 @@ static const luaL_Reg proc_methods[] = {{"pid", p_pid},   {"pgid", p_pgid}, {"ru
 static const luaL_Reg proc_funcs[] = {{"spawn", l_spawn}, {"run", l_run}, {NULL, NULL}};
 
 static const kv_option_keys proc_options[] = {
-    {"spawn", spawn_keys}, {"run", run_keys}, {NULL, NULL}};
+    {"spawn", spawn_keys}, {"run", run_keys}, {"wait", kv_timeout_keys}, {NULL, NULL}};
 
 int luaopen_proc(lua_State *L) {
   kv_class_new(L, PROC_MT, proc_methods, p_close, p_tostring);

@@ -22,7 +22,9 @@
  * holes).  Commands and their arguments: redis_batch.c.
  *
  * Failures: c:pcall and redis.connect return nil, "redis: <why>", and
- * nil, "timeout" when the connection's timeout passed; c:call, c:hgetall
+ * nil, "timeout" when the connection's timeout passed (engine.h's rule:
+ * default KV_WAIT_REPLY, 5 s times the time scale, for the handshake and
+ * for each call); c:call, c:hgetall
  * and c:pipeline raise the same messages ("redis: timeout").  A timeout or
  * a lost server fails every call pending on the connection and drops it
  * (redis_conn.c); a scenario that restarts Redis connects again.  Unknown
@@ -346,7 +348,7 @@ static void read_opts(lua_State *L, connect_opts *o) {
   o->password = NULL;
   o->port = 6379;
   o->db = 0;
-  o->timeout = 5;
+  o->timeout = kv_opt_timeout(L, 1, "redis.connect", KV_WAIT_REPLY);
   if (lua_isnoneornil(L, 1))
     return;
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -364,12 +366,9 @@ static void read_opts(lua_State *L, connect_opts *o) {
     o->port = luaL_checkinteger(L, -1);
   if (lua_getfield(L, 1, "db") != LUA_TNIL)
     o->db = luaL_checkinteger(L, -1);
-  if (lua_getfield(L, 1, "timeout") != LUA_TNIL)
-    o->timeout = luaL_checknumber(L, -1);
-  lua_pop(L, 5); /* the strings stay referenced by the table */
+  lua_pop(L, 4); /* the strings stay referenced by the table */
   luaL_argcheck(L, o->port > 0 && o->port < 65536, 1, "port out of range");
   luaL_argcheck(L, o->db >= 0, 1, "db must not be negative");
-  luaL_argcheck(L, o->timeout > 0, 1, "timeout must be positive");
 }
 
 /* Queue AUTH, SELECT and a PING that proves the server answers. */

@@ -36,6 +36,7 @@
  */
 #include "redis_private.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -133,8 +134,11 @@ static reply *reply_keep(void *r) {
 /* ------------------------------------------------------------ connections */
 
 void redis_conn_unref(conn *c) {
+  assert(c->refs > 0);
   if (--c->refs > 0)
     return;
+  assert(!c->calls && !c->calls_tail); /* each unsettled call holds a reference */
+  assert(!c->res.scope);               /* so does the scope that tracks it */
   free(c->lost);
   free(c->where);
   free(c);
@@ -151,6 +155,7 @@ static void conn_lose(conn *c, const char *why, const char *calls_err) {
     c->lost = xstrdup(why);
   while (c->calls)
     call_settle(c->calls, xstrdup(calls_err ? calls_err : why));
+  assert(!c->calls_tail);
 }
 
 /*
@@ -168,6 +173,7 @@ static void conn_gone(conn *c, const char *what, const char *errstr) {
 
 static void reaper_fired(uv_timer_t *t) {
   conn *c = t->data;
+  assert(c->refs > 0 && c->lost); /* the reaper's own reference; dropped for a reason */
   uv_close((uv_handle_t *)t, kv_free_handle);
   redisAsyncContext *ac = c->ac;
   c->ac = NULL;
@@ -183,6 +189,7 @@ static void reaper_fired(uv_timer_t *t) {
  * find their calls settled and only release them.
  */
 static void conn_drop(conn *c, const char *why, const char *calls_err) {
+  assert(c->refs > 0);
   conn_lose(c, why, calls_err);
   redisAsyncContext *ac = c->ac;
   if (!ac)
@@ -211,6 +218,7 @@ static void deliver_ready(void);
 
 static void adapter_closed(uv_handle_t *h) {
   adapter *a = h->data;
+  assert(a->handles > 0 && !a->ac); /* closed only once hiredis let go of it */
   if (--a->handles > 0)
     return;
   redis_conn_unref(a->c);
@@ -220,6 +228,7 @@ static void adapter_closed(uv_handle_t *h) {
 /* libuv has stopped the handle on a socket error: let hiredis see it. */
 static void adapter_poll_error(adapter *a, int status) {
   redisAsyncContext *ac = a->ac;
+  assert(ac && status < 0);
   in_hiredis++;
   if (!(ac->c.flags & REDIS_CONNECTED))
     redisAsyncHandleWrite(ac); /* the connect check reads SO_ERROR */
@@ -292,6 +301,7 @@ static void adapter_cleanup(void *p) {
 
 /* Attach ac to the loop; the adapter holds a reference to c until closed. */
 static int adapter_attach(conn *c, redisAsyncContext *ac) {
+  assert(!c->ac && ac->c.fd >= 0);
   adapter *a = calloc(1, sizeof *a);
   if (!a)
     abort();
@@ -330,8 +340,11 @@ static void on_disconnect(const redisAsyncContext *ac, int status) {
 /* ------------------------------------------------------------------ calls */
 
 static void call_unref(call *k) {
+  assert(k->refs > 0);
   if (--k->refs > 0)
     return;
+  assert(!k->w && !k->timer && k->c->calls != k && !k->prev && !k->next); /* delivered, unlinked */
+  assert(k->got <= k->n);
   for (int i = 0; k->replies && i < k->got; i++)
     freeReplyObject(k->replies[i]);
   free(k->replies);
@@ -357,6 +370,7 @@ static void call_settle(call *k, char *err) {
     free(err);
     return;
   }
+  assert(k->timer); /* exactly while w is */
   call_unlink(k);
   k->settled = 1;
   k->err = err;
@@ -380,7 +394,8 @@ static void deliver_ready(void) {
     ready_head = k->ready_next;
     if (!ready_head)
       ready_tail = &ready_head;
-    if (k->w) /* not cancelled meanwhile by a task resumed before it */
+    assert(k->settled && k->refs > 0); /* the ready list holds a reference */
+    if (k->w)                          /* not cancelled meanwhile by a task resumed before it */
       call_deliver(k);
     call_unref(k);
   }
@@ -411,6 +426,7 @@ void redis_flush(conn *c) {
 
 static void call_timer_fired(uv_timer_t *t) {
   call *k = t->data;
+  assert(k->w && k->timer == t);
   if (!k->settled) {
     /* A real timeout: replies still owed can no longer be matched. */
     conn *c = k->c;
@@ -437,6 +453,7 @@ void redis_call_cancel(kv_wait *w) {
 void redis_call_dispose(kv_wait *w) { call_unref(*(call **)kv_wait_data(w)); }
 
 call *redis_call_new(conn *c, kv_wait *w, enum call_kind kind, int n, int keep_replies) {
+  assert(w && n >= 0 && c->refs > 0 && c->timeout >= 0);
   call *k = calloc(1, sizeof *k);
   if (!k)
     abort();
@@ -468,6 +485,7 @@ static void note_error(call *k, const redisReply *h) {
 /* hiredis callback: one reply (NULL: the context is being freed). */
 static void reply_received(redisAsyncContext *ac, void *r, void *privdata) {
   call *k = privdata;
+  assert(k->refs > 0); /* the callback's own reference */
   if (k->w && !k->settled) {
     if (!r) {
       conn_gone(k->c, "connection lost", ac->err ? ac->errstr : NULL);
@@ -505,11 +523,15 @@ static int call_send(call *k, const char *cmd, size_t len) {
 void redis_send(call *k, const batch *b) {
   const size_t *ends = (const size_t *)(const void *)b->ends.p;
   size_t start = 0;
-  for (int i = 0; i < b->n && call_send(k, b->buf.p + start, ends[i] - start) == 0; i++)
+  assert(b->n >= 0 && b->ends.len == (size_t)b->n * sizeof *ends);
+  for (int i = 0; i < b->n && call_send(k, b->buf.p + start, ends[i] - start) == 0; i++) {
+    assert(ends[i] > start && ends[i] <= b->buf.len); /* every command has bytes, inside buf */
     start = ends[i];
+  }
 }
 
 conn *redis_conn_new(const char *host, lua_Integer port, double timeout) {
+  assert(timeout >= 0);
   conn *c = calloc(1, sizeof *c);
   if (!c)
     abort();
@@ -521,6 +543,7 @@ conn *redis_conn_new(const char *host, lua_Integer port, double timeout) {
 }
 
 int redis_conn_open(lua_State *L, conn *c, const char *host, int port) {
+  assert(!c->ac && !c->lost && c->refs > 0);
   redisAsyncContext *ac = redisAsyncConnect(host, port);
   if (!ac || ac->err || adapter_attach(c, ac) < 0) {
     lua_pushfstring(L, "redis: cannot connect to %s: %s", c->where,

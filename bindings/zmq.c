@@ -5,10 +5,10 @@
  *   local pub = zmq.pub{bind = "tcp://127.0.0.1:0" | {...}, connect = ...,
  *                       hwm = 100000}                     -> s | nil, err
  *   pub:send{topic, seq, payload}          -> true | nil, err
- *   pub:wait_subscribed(topic, timeout)    -> true | nil, "timeout"
+ *   pub:wait_subscribed(topic, {timeout = 5}) -> true | nil, "timeout"
  *   local sub = zmq.sub{bind = ..., connect = ..., subscribe = "" | {...},
  *                       hwm = 100000}                     -> s | nil, err
- *   sub:recv(timeout)                      -> {frame, ...} | nil, "timeout"
+ *   sub:recv{timeout = 5}                  -> {frame, ...} | nil, "timeout"
  *   s:endpoint([i])   the i-th bound endpoint (default the first), port 0
  *                     and a wildcard host resolved (0.0.0.0 -> 127.0.0.1)
  *   s:close()
@@ -43,9 +43,13 @@
  * the socket's FIFO list with a libuv timer for its timeout; its outcome is
  * delivered from that timer (restarted at 0 ms), so Lua never runs inside
  * pump and a task that closes the socket cannot pull it from under the loop.
+ *
+ * Timeouts follow engine.h's rule: an option, default KV_WAIT_REPLY (5 s
+ * times the time scale), 0 to take only what is already there.
  */
 #include "engine.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -140,6 +144,7 @@ static void *context(void) {
 /* ----------------------------------------------------------------- frames */
 
 static void frames_clear(frames *f) {
+  assert(f->n >= 0 && f->n <= f->cap && (f->msg || f->cap == 0));
   for (int i = 0; i < f->n; i++)
     zmq_msg_close(&f->msg[i]);
   free(f->msg);
@@ -149,6 +154,7 @@ static void frames_clear(frames *f) {
 
 /* Receive one whole multipart message without blocking: 0, or -1 (errno). */
 static int frames_recv(void *z, frames *f) {
+  assert(z && f->n == 0); /* one message per frames */
   do {
     if (f->n == f->cap) {
       f->cap = f->cap ? 2 * f->cap : 4;
@@ -172,6 +178,7 @@ static int frames_recv(void *z, frames *f) {
 
 /* Push the message as a list of byte strings and release it. */
 static void frames_push(lua_State *L, frames *f) {
+  assert(f->n >= 1); /* a message has at least one part */
   lua_createtable(L, f->n, 0);
   for (int i = 0; i < f->n; i++) {
     lua_pushlstring(L, zmq_msg_data(&f->msg[i]), zmq_msg_size(&f->msg[i]));
@@ -190,6 +197,7 @@ static prefix_count *sub_find(zsock *s, const char *p, size_t len) {
 }
 
 static void sub_count(zsock *s, const char *p, size_t len, long delta) {
+  assert(s->type == ZMQ_XPUB && (delta == 1 || delta == -1));
   prefix_count *c = sub_find(s, p, len);
   if (!c) {
     if (delta < 0)
@@ -209,6 +217,7 @@ static void sub_count(zsock *s, const char *p, size_t len, long delta) {
   c->count += delta;
   if (c->count < 0)
     c->count = 0;
+  assert(s->nsubs <= s->subs_cap);
 }
 
 /* True while a live subscription is a prefix of topic. */
@@ -232,6 +241,7 @@ static void waiter_unlink(waiter *wt) {
 }
 
 static void waiter_link(zsock *s, waiter *wt) {
+  assert(!wt->s && s->z && wt->result == WAIT_PENDING); /* a new waiter, on an open socket */
   wt->s = s;
   KV_QUEUE_APPEND(s->head, s->tail, wt, prev, next);
 }
@@ -240,6 +250,7 @@ static void waiter_timer_fired(uv_timer_t *t);
 
 /* The outcome is known: deliver it from the waiter's timer at 0 ms. */
 static void waiter_settle(waiter *wt, int result) {
+  assert(wt->result == WAIT_PENDING && result != WAIT_PENDING && wt->w && wt->timer);
   waiter_unlink(wt);
   wt->result = result;
   kv_timer_start(wt->timer, waiter_timer_fired, 0);
@@ -248,6 +259,7 @@ static void waiter_settle(waiter *wt, int result) {
 /* Timeout (still pending) or delivery of a settled outcome. */
 static void waiter_timer_fired(uv_timer_t *t) {
   waiter *wt = t->data;
+  assert(wt->w && wt->timer == t);
   if (wt->result == WAIT_PENDING) {
     waiter_unlink(wt);
     wt->result = WAIT_TIMEOUT;
@@ -263,21 +275,23 @@ static void waiter_cancel(kv_wait *w) {
 
 static void waiter_dispose(kv_wait *w) {
   waiter *wt = kv_wait_data(w);
+  assert(!wt->s && !wt->w && !wt->timer); /* unlinked and finished before it is freed */
   frames_clear(&wt->fr);
   free(wt->topic);
 }
 
 /*
- * A new waiter on s for the running task; timeout < 0 waits without limit.
- * Only call when the task will yield right after (nothing may raise).
+ * A new waiter on s for the running task, for at most `timeout` seconds
+ * (> 0: a poll never waits).  Only call when the task will yield right
+ * after (nothing may raise).
  */
 static waiter *waiter_new(lua_State *L, zsock *s, double timeout) {
+  assert(timeout > 0);
   kv_wait *w = kv_wait_new(L, "zmq", sizeof(waiter), waiter_cancel, waiter_dispose);
   waiter *wt = kv_wait_data(w);
   wt->w = w;
   wt->timer = kv_timer_new(wt);
-  if (timeout >= 0)
-    kv_timer_start(wt->timer, waiter_timer_fired, (uint64_t)(timeout * 1000.0 + 0.5));
+  kv_timer_start(wt->timer, waiter_timer_fired, (uint64_t)(timeout * 1000.0 + 0.5));
   waiter_link(s, wt);
   return wt;
 }
@@ -311,6 +325,7 @@ static void wake_subscribed(zsock *s) {
  * ZMQ_EVENTS also re-arms the edge-triggered ZMQ_FD.
  */
 static void pump(zsock *s) {
+  assert(s->type == ZMQ_XPUB || s->type == ZMQ_SUB);
   int changed = 0;
   while (s->z) {
     int ev = 0;
@@ -345,6 +360,7 @@ static void sock_close(kv_resource *r) {
     return;
   while (s->head)
     waiter_settle(s->head, WAIT_CLOSED);
+  assert(!s->tail);
   uv_close((uv_handle_t *)s->poll, kv_free_handle); /* before zmq closes its fd */
   s->poll = NULL;
   zmq_close(s->z);
@@ -379,6 +395,7 @@ static int sock_gc(lua_State *L) {
   if (s) {
     *ud = NULL;
     sock_close(&s->res);
+    assert(!s->z && !s->res.scope && !s->head && !s->poll); /* nothing points at s any more */
     free(s);
   }
   return 0;
@@ -583,15 +600,6 @@ static int sock_send(lua_State *L) {
   return 1;
 }
 
-/* Optional timeout argument: seconds, or -1 for none. */
-static double opt_timeout(lua_State *L, int i) {
-  if (lua_isnoneornil(L, i))
-    return -1;
-  lua_Number t = luaL_checknumber(L, i);
-  luaL_argcheck(L, t >= 0, i, "timeout must not be negative");
-  return (double)t;
-}
-
 /* nil and why a wait ended without its answer. */
 static int push_wait_failure(lua_State *L, const waiter *wt) {
   return wt->result == WAIT_TIMEOUT ? kv_timeout(L) : kv_fail(L, "zmq: socket closed");
@@ -607,11 +615,11 @@ static int recv_done(lua_State *L, int status, lua_KContext ctx) {
   return push_wait_failure(L, wt);
 }
 
-/* sub:recv([timeout]) -> {frame, ...} | nil, "timeout".  No timeout: waits. */
+/* sub:recv([{timeout =}]) -> {frame, ...} | nil, "timeout". */
 static int sock_recv(lua_State *L) {
   zsock *s = check_open(L);
   luaL_argcheck(L, s->type == ZMQ_SUB, 1, "recv needs a sub socket");
-  double timeout = opt_timeout(L, 2);
+  double timeout = kv_timeout_arg(L, 2, "sub:recv", KV_WAIT_REPLY);
   if (!s->head) { /* nobody queued before us: take what is there */
     frames fr = {0};
     if (frames_recv(s->z, &fr) == 0) {
@@ -640,7 +648,7 @@ static int subscribed_done(lua_State *L, int status, lua_KContext ctx) {
 }
 
 /*
- * pub:wait_subscribed(topic, [timeout]) -> true once a live subscription is
+ * pub:wait_subscribed(topic, [{timeout =}]) -> true once a live subscription is
  * a prefix of topic (at once if one is), nil, "timeout" otherwise.
  */
 static int sock_wait_subscribed(lua_State *L) {
@@ -648,7 +656,7 @@ static int sock_wait_subscribed(lua_State *L) {
   luaL_argcheck(L, s->type == ZMQ_XPUB, 1, "wait_subscribed needs a pub socket");
   size_t len;
   const char *topic = luaL_checklstring(L, 2, &len);
-  double timeout = opt_timeout(L, 3);
+  double timeout = kv_timeout_arg(L, 3, "pub:wait_subscribed", KV_WAIT_REPLY);
   pump(s);
   if (subscribed(s, topic, len)) {
     lua_pushboolean(L, 1);
@@ -692,7 +700,11 @@ static const luaL_Reg sock_methods[] = {
 
 static const luaL_Reg zmq_funcs[] = {{"pub", l_pub}, {"sub", l_sub}, {NULL, NULL}};
 
-static const kv_option_keys zmq_options[] = {{"pub", pub_keys}, {"sub", sub_keys}, {NULL, NULL}};
+static const kv_option_keys zmq_options[] = {{"pub", pub_keys},
+                                             {"sub", sub_keys},
+                                             {"recv", kv_timeout_keys},
+                                             {"wait_subscribed", kv_timeout_keys},
+                                             {NULL, NULL}};
 
 int luaopen_zmq(lua_State *L) {
   kv_class_new(L, SOCK_MT, sock_methods, sock_gc, sock_tostring);

@@ -279,4 +279,54 @@ int kv_buf_add(kv_buf *b, const void *data, size_t n);
 
 void kv_buf_free(kv_buf *b);
 
+/* -------------------------------------------------------------- timeouts */
+
+/*
+ * The one timeout rule.  Every call that waits takes its limit as an option
+ * named `timeout`, in seconds:
+ *   nil     the default for its kind of wait (below), times
+ *           engine.time_scale() (KVENGINE_TIME_SCALE), as every default
+ *           wait is;
+ *   0       poll: answer from what is already there, without waiting
+ *           (a wait that needs the peer, a reply or a transfer, then
+ *           returns nil, "timeout");
+ *   t > 0   wait at most t seconds, then nil, "timeout" (more than 1e9
+ *           seconds counts as 1e9).
+ * No call waits forever unless its name says so (none does: a program that
+ * waits for a message for ever loops over bounded waits).  A negative, NaN,
+ * infinite or non-number timeout raises, and so does a bare number where
+ * the options table goes (`sub:recv(2)`, the form before this rule): the
+ * message names the form to write, `{timeout = 2}`.
+ *
+ * The defaults, one per kind of wait:
+ *   KV_WAIT_REPLY     an answer from a local peer that should come at
+ *                     once: a Redis handshake or reply, a ZMQ message or
+ *                     subscription;
+ *   KV_WAIT_TRANSFER  an HTTP transfer, which may stream a whole
+ *                     completion (http.request and friends, http.load's
+ *                     requests);
+ *   KV_WAIT_PROGRAM   a child program's run or exit (proc.run, p:wait).
+ */
+#define KV_WAIT_REPLY 5.0
+#define KV_WAIT_TRANSFER 30.0
+#define KV_WAIT_PROGRAM 60.0
+
+/*
+ * The `timeout` option of the options table at idx, in seconds, by the
+ * rule above; `dflt` (one of the KV_WAIT_ defaults), scaled, when idx is
+ * 0 (the call has no options), absent or nil, or the table has no timeout.
+ * Raises, naming `fname` ("sub:recv"), on a bare number at idx or a
+ * timeout that is not a finite number >= 0.  The table's other keys are
+ * the caller's to check (kv_check_options).
+ */
+double kv_opt_timeout(lua_State *L, int idx, const char *fname, double dflt);
+
+/*
+ * As kv_opt_timeout, for a call whose options table holds nothing else:
+ * any key but `timeout` raises too (kv_check_options).  kv_timeout_keys is
+ * that list, {"timeout", NULL}, for the module to publish (kv_set_options).
+ */
+double kv_timeout_arg(lua_State *L, int idx, const char *fname, double dflt);
+extern const char *const kv_timeout_keys[];
+
 #endif

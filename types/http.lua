@@ -9,7 +9,7 @@
 ---@field headers? table<string, string|number>
 ---@field body? string
 ---@field json? any  sent encoded, with Content-Type: application/json
----@field timeout? number  seconds for the whole transfer; default 30
+---@field timeout? number  seconds for the whole transfer; default 30 times engine.time_scale(); 0 polls
 ---@field stream? fun(chunk: string, head: {status: integer, headers: table<string, string>})  the body as it arrives
 
 ---The options of http.get(url, opts).
@@ -41,7 +41,7 @@
 ---@field headers? table<string, string|number>
 ---@field body? string
 ---@field json? any
----@field timeout? number  seconds a request may take, or wait for a connection; default 30
+---@field timeout? number  seconds a request may take, or wait for a connection; default 30 times engine.time_scale()
 ---@field rate number  requests per second
 ---@field duration number  seconds
 ---@field concurrency? integer  connections at most; default 16

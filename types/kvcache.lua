@@ -312,11 +312,15 @@ function KvStack:complete(o) end
 ---@return table<string, table<string, integer>>
 function KvStack:scores(r) end
 
+---The options of stack:decision (the bindings' timeout rule).
+---@class kvcache.options.decision
+---@field timeout? number  seconds; default 2 times engine.time_scale(); 0 looks once
+
 ---The router's decision for a request id, or nil (none kept, or not in time).
 ---@param request_id string
----@param timeout? number
+---@param opts? kvcache.options.decision
 ---@return table?
-function KvStack:decision(request_id, timeout) end
+function KvStack:decision(request_id, opts) end
 
 ---n requests through the router, counted per pod.
 ---@param o kvcache.options.route
@@ -354,8 +358,13 @@ function KvStack:event_stats(pod) end
 
 ---The router's access log entry of a request (request_id, selected_pod, upstream_attempts, status, ...), once written.
 ---@param request_id string
+---@param opts? kvcache.options.access_log
 ---@return table
-function KvStack:access_log(request_id) end
+function KvStack:access_log(request_id, opts) end
+
+---The options of stack:access_log (the bindings' timeout rule).
+---@class kvcache.options.access_log
+---@field timeout? number  seconds; default 5 times engine.time_scale()
 
 ---The /tokenize requests the pod's engine received, oldest first (needs tokenize_log).
 ---@param pod string

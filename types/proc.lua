@@ -18,7 +18,11 @@
 ---@field env_clear? boolean
 ---@field cwd? string
 ---@field input? string  written to the child's stdin
----@field timeout? number  seconds
+---@field timeout? number  seconds; default 60 times engine.time_scale(); 0 polls
+
+---The options of p:wait (engine.h's timeout rule).
+---@class proc.options.wait
+---@field timeout? number  seconds; default 60 times engine.time_scale(); 0 polls
 
 ---A running (or finished) child.
 ---@class Process
@@ -39,15 +43,15 @@ function Process:running() end
 function Process:kill(signal) end
 
 ---The exit code, or nil, "signal", signum, or nil, "timeout".
----@param timeout? number
+---@param opts? proc.options.wait
 ---@return integer?, string?, integer?
-function Process:wait(timeout) end
+function Process:wait(opts) end
 
 ---SIGTERM, then SIGKILL after a grace period, when it still runs.
 function Process:close() end
 
 ---@class proc
----@field options {spawn: string[], run: string[]}  the keys the option checks take
+---@field options {spawn: string[], run: string[], wait: string[]}  the keys the option checks take
 local proc = {}
 
 ---@param opts proc.options.spawn

@@ -8,7 +8,7 @@
 ---@field port? integer  default 6379
 ---@field db? integer  default 0 (SELECT when not 0)
 ---@field password? string  AUTH when given
----@field timeout? number  seconds for the handshake and every call; default 5
+---@field timeout? number  seconds for the handshake and every call; default 5 times engine.time_scale(); 0 polls
 
 ---The options of c:pipeline(fn_or_batch, opts).
 ---@class redis.options.pipeline

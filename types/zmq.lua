@@ -15,6 +15,12 @@
 ---@field subscribe? string|string[]  topic prefixes; default none
 ---@field hwm? integer
 
+---The options of sub:recv and pub:wait_subscribed (engine.h's timeout rule).
+---@class zmq.options.recv
+---@field timeout? number  seconds; default 5 times engine.time_scale(); 0 polls
+
+---@class zmq.options.wait_subscribed: zmq.options.recv
+
 ---A pub or a sub socket.
 ---@class ZmqSocket
 local ZmqSocket = {}
@@ -24,16 +30,16 @@ local ZmqSocket = {}
 ---@return true?, string?
 function ZmqSocket:send(frames) end
 
----The next message (sub); without a timeout, waits until the test's own limit.
----@param timeout? number
+---The next message (sub), within the timeout.
+---@param opts? zmq.options.recv
 ---@return string[]?, string?  frames | nil, "timeout"
-function ZmqSocket:recv(timeout) end
+function ZmqSocket:recv(opts) end
 
----True once a live subscription is a prefix of topic (pub).
+---True once a live subscription is a prefix of topic (pub), within the timeout.
 ---@param topic string
----@param timeout? number
+---@param opts? zmq.options.wait_subscribed
 ---@return true?, string?  true | nil, "timeout"
-function ZmqSocket:wait_subscribed(topic, timeout) end
+function ZmqSocket:wait_subscribed(topic, opts) end
 
 ---The i-th bound endpoint (default 1), port 0 resolved; nil when none.
 ---@param i? integer
@@ -45,7 +51,7 @@ function ZmqSocket:close() end
 ---@class zmq
 ---@field version string  libzmq's
 ---@field event_hwm integer  the high-water mark event publishers use (100,000)
----@field options {pub: string[], sub: string[]}  the keys the option checks take
+---@field options {pub: string[], sub: string[], recv: string[], wait_subscribed: string[]}  the keys the option checks take
 local zmq = {}
 
 ---An XPUB socket.

@@ -57,7 +57,7 @@ function M.start()
   local srv = { url = url, port = port, dir = dir }
   function srv.stop()
     p:kill("TERM")
-    p:wait(5)
+    p:wait { timeout = 5 }
     fs.remove_tree(dir)
   end
   for _ = 1, 100 do

@@ -18,12 +18,12 @@ assert(n and size and n > 0 and size >= 0, "bad arguments")
 
 local pub <close> = assert(zmq.pub { bind = "tcp://127.0.0.1:0", hwm = zmq.event_hwm })
 local sub <close> = assert(zmq.sub { connect = pub:endpoint(), hwm = zmq.event_hwm })
-assert(pub:wait_subscribed("", 5), "the subscriber did not subscribe")
+assert(pub:wait_subscribed("", { timeout = 5 }), "the subscriber did not subscribe")
 
 local frame = string.rep("x", size)
 local received = 0
 local receiver = spawn(function()
-  while received < n and sub:recv(2) do received = received + 1 end
+  while received < n and sub:recv { timeout = 2 } do received = received + 1 end
   return now()
 end)
 

@@ -27,7 +27,7 @@ local function start_redis(extra)
         sleep(0.05)
       end
       p:kill("KILL")
-      p:wait(5)
+      p:wait { timeout = 5 }
     end
   end
   error("could not start redis-server on a free port")
@@ -52,7 +52,7 @@ end)
 
 after_all(function()
   server:kill("KILL")
-  server:wait(5)
+  server:wait { timeout = 5 }
 end)
 
 local function connect(opts)
@@ -95,6 +95,17 @@ test("call raises a server error, pcall returns it", function()
   expect(c:pcall("PING")):eq("PONG", "the connection stays usable after errors")
 end)
 
+test("the timeout follows the one rule: an option in seconds, old forms refused by name", function()
+  expect(function() redis.connect(5) end):raises("redis%.connect: a timeout is an option now: pass {timeout = 5}, not 5")
+  expect(function() redis.connect { port = port, timeout = -1 } end)
+    :raises("redis%.connect: timeout = %-1: a timeout is a number of seconds >= 0 %(0: poll, nil: the default, 5 s")
+  expect(function() redis.connect { port = port, timeout = "5" } end):raises("timeout = 5: a timeout is a number")
+  expect(function() redis.connect { port = port, timeout = math.huge } end):raises("timeout = inf: a timeout is a number")
+  expect(function() redis.connect { port = port, timeout = 0 / 0 } end):raises("a timeout is a number of seconds >= 0")
+  local c, err = redis.connect { port = port, timeout = 0 }
+  expect(c == nil and err == "timeout"):is_true("0 polls: a handshake needs the server's answer, so it times out")
+end)
+
 test("argument mistakes raise", function()
   local c <close> = connect()
   expect(function() c:call() end):raises("no command")
@@ -103,7 +114,7 @@ test("argument mistakes raise", function()
   expect(function() c:call("SUBSCRIBE", "ch") end):raises("not supported")
   expect(function() redis.connect { host = 127 } end):raises("host must be a string")
   expect(function() redis.connect { port = 70000 } end):raises("port out of range")
-  expect(function() redis.connect { timeout = 0 } end):raises("timeout must be positive")
+  expect(function() redis.connect { timeout = -1 } end):raises("timeout = %-1: a timeout is a number of seconds >= 0")
   expect(function() redis.connect { tiemout = 1 } end)
     :raises("redis%.connect: unknown option `tiemout`; did you mean `timeout`%?")
   expect(function() c:pipeline(function() end, { replys = "errors" }) end)
@@ -373,7 +384,7 @@ test("password authenticates", function()
   expect(c:call("PING")):eq("PONG")
   c:close()
   p:kill("KILL")
-  p:wait(5)
+  p:wait { timeout = 5 }
 end)
 
 test("a refused connect returns nil, err", function()
@@ -394,7 +405,7 @@ test("connect to a stopped server times out", function()
   expect(now() - t0):near(0.3, 0.2)
   p:kill("CONT")
   p:kill("KILL")
-  p:wait(5)
+  p:wait { timeout = 5 }
 end)
 
 test("a timeout fails every pending call and drops the connection", function()
@@ -445,7 +456,7 @@ test("a server killed mid-call gives a clear error, never a hang", function()
   expect(v):is_nil()
   expect(err):matches("^redis: connection lost")
   expect(c:pcall("PING")):is_nil()
-  p:wait(5)
+  p:wait { timeout = 5 }
   wait_gone(kport)
 end)
 
@@ -465,7 +476,7 @@ test("a connection reset gives a clear error, never a hang", function()
   expect(err):eq("redis: connection lost: Connection reset by peer")
   expect(now() - t0):lt(2, "seen at once, not at the timeout")
   p:kill("KILL")
-  p:wait(5)
+  p:wait { timeout = 5 }
   os.remove(log)
 end)
 
@@ -481,7 +492,7 @@ test("a stopped server times out a call", function()
   expect(function() c2:call("GET", "k") end):raises("redis: timeout$", "c:call raises the same timeout")
   p:kill("CONT")
   p:kill("KILL")
-  p:wait(5)
+  p:wait { timeout = 5 }
 end)
 
 test("after a server restart the old connection is lost and a new one works", function()
@@ -489,7 +500,7 @@ test("after a server restart the old connection is lost and a new one works", fu
   local c <close> = connect { port = rport, timeout = 1 }
   c:call("SET", "k", "before")
   p:kill("KILL")
-  p:wait(5)
+  p:wait { timeout = 5 }
   local v, err = c:pcall("GET", "k")
   expect(v):is_nil()
   expect(err):matches("^redis: connection lost")
@@ -501,7 +512,7 @@ test("after a server restart the old connection is lost and a new one works", fu
   expect(c:pcall("PING")):is_nil("no automatic reconnect")
   c2:close()
   p2:kill("KILL")
-  p2:wait(5)
+  p2:wait { timeout = 5 }
 end)
 
 test("a cancelled call leaves the connection in order", function()

@@ -17,7 +17,7 @@ local function pair(topic, opts)
   local pub = assert(zmq.pub { bind = ANY, hwm = opts.hwm })
   local sub = assert(zmq.sub { connect = pub:endpoint(), subscribe = opts.subscribe or topic,
     hwm = opts.hwm })
-  expect(pub:wait_subscribed(topic, 5)):eq(true, "the subscriber's subscription arrives")
+  expect(pub:wait_subscribed(topic, { timeout = 5 })):eq(true, "the subscriber's subscription arrives")
   return pub, sub
 end
 
@@ -26,7 +26,7 @@ test("pub binds, sub connects", function()
   expect(pub:endpoint()):matches("^tcp://127%.0%.0%.1:%d+$")
   expect(pub:endpoint():match(":(%d+)$")):ne("0", "port 0 is resolved")
   expect(pub:send { "kv@a", "x" }):eq(true)
-  expect(sub:recv(2)):eq({ "kv@a", "x" })
+  expect(sub:recv { timeout = 2 }):eq({ "kv@a", "x" })
   pub:close()
   sub:close()
 end)
@@ -34,9 +34,9 @@ end)
 test("sub binds, pub connects (the sim's direction)", function()
   local sub <close> = assert(zmq.sub { bind = ANY })
   local pub <close> = assert(zmq.pub { connect = sub:endpoint() })
-  expect(pub:wait_subscribed("anything", 5)):eq(true, "the default subscription is everything")
+  expect(pub:wait_subscribed("anything", { timeout = 5 })):eq(true, "the default subscription is everything")
   pub:send { "t", "1" }
-  expect(sub:recv(2)):eq({ "t", "1" })
+  expect(sub:recv { timeout = 2 }):eq({ "t", "1" })
 end)
 
 test("a wildcard bind resolves to a connectable address", function()
@@ -44,7 +44,7 @@ test("a wildcard bind resolves to a connectable address", function()
   local ep = pub:endpoint()
   expect(ep):matches("^tcp://127%.0%.0%.1:%d+$")
   local sub <close> = assert(zmq.sub { connect = ep })
-  expect(pub:wait_subscribed("", 5)):eq(true)
+  expect(pub:wait_subscribed("", { timeout = 5 })):eq(true)
 end)
 
 test("several endpoints on either side", function()
@@ -53,12 +53,12 @@ test("several endpoints on either side", function()
   expect(sub:endpoint(3)):is_nil()
   local p1 <close> = assert(zmq.pub { connect = sub:endpoint(1) })
   local p2 <close> = assert(zmq.pub { connect = sub:endpoint(2) })
-  expect(p1:wait_subscribed("", 5)):eq(true)
-  expect(p2:wait_subscribed("", 5)):eq(true)
+  expect(p1:wait_subscribed("", { timeout = 5 })):eq(true)
+  expect(p2:wait_subscribed("", { timeout = 5 })):eq(true)
   p1:send { "from", "1" }
   p2:send { "from", "2" }
   local got = {}
-  for _ = 1, 2 do got[#got + 1] = assert(sub:recv(2))[2] end
+  for _ = 1, 2 do got[#got + 1] = assert(sub:recv { timeout = 2 })[2] end
   table.sort(got)
   expect(got):eq({ "1", "2" })
 
@@ -66,11 +66,11 @@ test("several endpoints on either side", function()
   local q1 <close> = assert(zmq.pub { bind = ANY })
   local q2 <close> = assert(zmq.pub { bind = ANY })
   local s2 <close> = assert(zmq.sub { connect = { q1:endpoint(), q2:endpoint() } })
-  expect(q1:wait_subscribed("", 5)):eq(true)
-  expect(q2:wait_subscribed("", 5)):eq(true)
+  expect(q1:wait_subscribed("", { timeout = 5 })):eq(true)
+  expect(q2:wait_subscribed("", { timeout = 5 })):eq(true)
   q1:send { "a" }
   q2:send { "b" }
-  local both = { assert(s2:recv(2))[1], assert(s2:recv(2))[1] }
+  local both = { assert(s2:recv { timeout = 2 })[1], assert(s2:recv { timeout = 2 })[1] }
   table.sort(both)
   expect(both):eq({ "a", "b" })
 end)
@@ -78,21 +78,37 @@ end)
 test("recv times out", function()
   local sub <close> = assert(zmq.sub { bind = ANY })
   local t0 = now()
-  local v, err = sub:recv(0.2)
+  local v, err = sub:recv { timeout = 0.2 }
   expect(v):is_nil()
   expect(err):eq("timeout")
   expect(now() - t0):near(0.2, 0.15)
-  v, err = sub:recv(0)
+  v, err = sub:recv { timeout = 0 }
   expect(err):eq("timeout", "recv(0) only polls")
+end)
+
+test("timeouts follow the one rule: an option in seconds, old forms refused by name", function()
+  local pub <close> = assert(zmq.pub { bind = ANY })
+  local sub <close> = assert(zmq.sub { connect = pub:endpoint() })
+  expect(function() sub:recv(2) end):raises("sub:recv: a timeout is an option now: pass {timeout = 2}, not 2")
+  expect(function() pub:wait_subscribed("t", 5) end)
+    :raises("pub:wait_subscribed: a timeout is an option now: pass {timeout = 5}, not 5")
+  expect(function() sub:recv { timeout = -1 } end)
+    :raises("sub:recv: timeout = %-1: a timeout is a number of seconds >= 0 %(0: poll, nil: the default, 5 s")
+  expect(function() pub:wait_subscribed("t", { timeout = -0.5 }) end):raises("timeout = %-0%.5: a timeout is a number")
+  expect(function() sub:recv { timeout = "1" } end):raises("timeout = 1: a timeout is a number")
+  expect(function() sub:recv { timeout = math.huge } end):raises("timeout = inf: a timeout is a number")
+  expect(function() sub:recv { timout = 1 } end):raises("sub:recv: unknown option `timout`; did you mean `timeout`%?")
+  expect(select(2, sub:recv { timeout = 0 })):eq("timeout", "0 polls")
+  expect(pub:wait_subscribed("t", { timeout = 5 })):eq(true, "the option form waits")
 end)
 
 test("subscriptions filter by prefix", function()
   local pub, sub = pair("a", { subscribe = { "a", "b" } })
-  expect(pub:wait_subscribed("b", 5)):eq(true)
+  expect(pub:wait_subscribed("b", { timeout = 5 })):eq(true)
   for _, t in ipairs { "a1", "c1", "b1", "xa" } do pub:send { t } end
-  expect(sub:recv(2)):eq({ "a1" })
-  expect(sub:recv(2)):eq({ "b1" })
-  local v, err = sub:recv(0.1)
+  expect(sub:recv { timeout = 2 }):eq({ "a1" })
+  expect(sub:recv { timeout = 2 }):eq({ "b1" })
+  local v, err = sub:recv { timeout = 0.1 }
   expect(err):eq("timeout", "c1 and xa were filtered out")
   pub:close()
   sub:close()
@@ -103,7 +119,7 @@ test("frames are binary-safe and multipart stays together", function()
   local seq = string.pack(">I8", 0x1122334455667788)
   local bin = "\0\1\2\255" .. string.rep("z", 100000)
   pub:send { "kv@1.2.3.4@m", seq, bin, "" }
-  local m = sub:recv(2)
+  local m = sub:recv { timeout = 2 }
   expect(#m):eq(4)
   expect(m[1]):eq("kv@1.2.3.4@m")
   expect(m[2]):eq(seq)
@@ -111,7 +127,7 @@ test("frames are binary-safe and multipart stays together", function()
   expect(m[4]):eq("")
   expect(function() pub:send { "a", 5 } end):raises("frame 2 is a number")
   expect(function() pub:send {} end):raises("no frames")
-  expect(sub:recv(0.05)):is_nil("a refused send sends nothing")
+  expect(sub:recv { timeout = 0.05 }):is_nil("a refused send sends nothing")
   pub:close()
   sub:close()
 end)
@@ -119,14 +135,14 @@ end)
 test("wait_subscribed is about prefixes and times out", function()
   local pub <close> = assert(zmq.pub { bind = ANY })
   local t0 = now()
-  local v, err = pub:wait_subscribed("kv@x", 0.2)
+  local v, err = pub:wait_subscribed("kv@x", { timeout = 0.2 })
   expect(v):is_nil()
   expect(err):eq("timeout")
   expect(now() - t0):near(0.2, 0.15)
   local sub <close> = assert(zmq.sub { connect = pub:endpoint(), subscribe = "kv@" })
-  expect(pub:wait_subscribed("kv@10.0.0.1:8000@model", 5)):eq(true)
-  expect(pub:wait_subscribed("kv@", 0)):eq(true)
-  v, err = pub:wait_subscribed("other", 0.1)
+  expect(pub:wait_subscribed("kv@10.0.0.1:8000@model", { timeout = 5 })):eq(true)
+  expect(pub:wait_subscribed("kv@", { timeout = 0 })):eq(true)
+  v, err = pub:wait_subscribed("other", { timeout = 0.1 })
   expect(err):eq("timeout", "no subscription is a prefix of 'other'")
 end)
 
@@ -134,24 +150,24 @@ test("a restarted subscriber must subscribe again", function()
   local pub <close> = assert(zmq.pub { bind = ANY })
   local a = assert(zmq.sub { connect = pub:endpoint(), subscribe = "t" })
   local b = assert(zmq.sub { connect = pub:endpoint(), subscribe = "t" })
-  expect(pub:wait_subscribed("t", 5)):eq(true)
+  expect(pub:wait_subscribed("t", { timeout = 5 })):eq(true)
   a:close()
   sleep(0.2)
-  expect(pub:wait_subscribed("t", 0)):eq(true, "b still holds the prefix")
+  expect(pub:wait_subscribed("t", { timeout = 0 })):eq(true, "b still holds the prefix")
   b:close()
-  eventually(function() return pub:wait_subscribed("t", 0) == nil end, { timeout = 5 })
-  local waiter = spawn(function() return pub:wait_subscribed("t", 5) end)
+  eventually(function() return pub:wait_subscribed("t", { timeout = 0 }) == nil end, { timeout = 5 })
+  local waiter = spawn(function() return pub:wait_subscribed("t", { timeout = 5 }) end)
   sleep(0.1)
   local c <close> = assert(zmq.sub { connect = pub:endpoint(), subscribe = "t" })
   expect(waiter:wait()):eq(true, "the new subscriber is seen")
   pub:send { "t", "after restart" }
-  expect(c:recv(2)):eq({ "t", "after restart" })
+  expect(c:recv { timeout = 2 }):eq({ "t", "after restart" })
 end)
 
 test("waiting receivers are served in order", function()
   local pub, sub = pair("")
-  local t1 = spawn(function() return sub:recv(5) end)
-  local t2 = spawn(function() return sub:recv(5) end)
+  local t1 = spawn(function() return sub:recv { timeout = 5 } end)
+  local t2 = spawn(function() return sub:recv { timeout = 5 } end)
   sleep(0.05)
   pub:send { "first" }
   pub:send { "second" }
@@ -170,7 +186,7 @@ test("closing a socket wakes its waiting task", function()
   expect(v):is_nil()
   expect(err):eq("zmq: socket closed")
   sub:close()
-  expect(function() sub:recv(0) end):raises("closed")
+  expect(function() sub:recv { timeout = 0 } end):raises("closed")
   expect(tostring(sub)):eq("zmq socket (closed)")
 end)
 
@@ -191,7 +207,7 @@ test("many messages in order at the event high-water mark", function()
   local n = 50000
   for i = 1, n do pub:send { "kv", string.pack(">I8", i) } end
   for i = 1, n do
-    local m = sub:recv(5)
+    local m = sub:recv { timeout = 5 }
     if not m or string.unpack(">I8", m[2]) ~= i then
       fail(string.format("message %d: got %s", i, m and string.unpack(">I8", m[2]) or "nothing"))
     end
@@ -221,12 +237,12 @@ test("100,000 events reach a python3-zmq subscriber in order", { timeout = 120 }
   local pub <close> = assert(zmq.pub { bind = ANY, hwm = zmq.event_hwm })
   local topic = "kv@127.0.0.1:8000@model"
   local p, log = peer { "sub", pub:endpoint(), topic, tostring(n), "--hwm", tostring(zmq.event_hwm) }
-  expect(pub:wait_subscribed(topic, 20)):eq(true, "the python subscriber subscribes")
+  expect(pub:wait_subscribed(topic, { timeout = 20 })):eq(true, "the python subscriber subscribes")
   local payload = string.rep("p", 100)
   for i = 0, n - 1 do
     assert(pub:send { topic, string.pack(">I8", i), payload })
   end
-  p:wait(60)
+  p:wait { timeout = 60 }
   local out = read_log(log)
   expect(out):contains('"ok": true')
   expect(out):contains('"received": ' .. n)
@@ -237,11 +253,11 @@ test("a python3-zmq publisher reaches an engine subscriber in order", { timeout 
   local sub <close> = assert(zmq.sub { bind = ANY, subscribe = "py" })
   local p, log = peer { "pub", sub:endpoint(), "py", tostring(n) }
   for i = 0, n - 1 do
-    local m, err = sub:recv(20)
+    local m, err = sub:recv { timeout = 20 }
     if not m then fail("message " .. i .. ": " .. err .. "; peer said: " .. read_log(log)) end
     expect(#m):eq(3)
     if string.unpack(">I8", m[2]) ~= i then fail("out of order at " .. i) end
   end
-  p:wait(20)
+  p:wait { timeout = 20 }
   expect(read_log(log)):contains('"ok": true')
 end)

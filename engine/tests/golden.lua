@@ -93,7 +93,7 @@ local function run_case(args, stop_after)
     local p = assert(proc.spawn { argv = argv, log = log })
     eventually(function() return (fs.read(log) or ""):find(stop_after, 1, true) end, { timeout = 30 })
     p:kill("TERM")
-    status, out, err = p:wait(30), fs.read(log), ""
+    status, out, err = p:wait { timeout = 30 }, fs.read(log), ""
     os.remove(log)
   else
     status, out, err = proc.run { argv = argv, timeout = 60 }

@@ -55,8 +55,8 @@ test("through a pipe, a test's line arrives when the test ends, before the next 
   local t0 = now()
   local dir, engine, cat = start(3)
   local seen, running = watch(dir .. "/out.log", engine, t0, "  ok      second sleeps", 40)
-  expect(engine:wait(20)):eq(0, "the run passes")
-  cat:wait(5)
+  expect(engine:wait { timeout = 20 }):eq(0, "the run passes")
+  cat:wait { timeout = 5 }
   local first, second = seen["  ok      first"], seen["  ok      second sleeps"]
   expect(first):not_nil("the first test's line reached the pipe")
   expect(running["  ok      first"]):is_true("the first test's line arrived while the engine still ran")
@@ -76,7 +76,7 @@ test("after SIGKILL of the engine and its worker, the lines it reported are in t
   -- read once it is whole: the file exists, empty, before the pid is written
   local pid = eventually(function() return tonumber((fs.read(dir .. "/worker.pid") or ""):match("^%d+$")) end)
   engine:kill("KILL")
-  local _, how = engine:wait(10)
+  local _, how = engine:wait { timeout = 10 }
   expect(how):eq("signal", "the engine died of the signal")
   eventually(function() return procfs.gone(pid) end, { timeout = 10 }) -- no orphan either
   local log = fs.read(dir .. "/out.log")
