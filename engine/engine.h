@@ -11,7 +11,7 @@
  *     callback when the answer is in the record;
  *   - tracking: every handle a test opens is a kv_resource in the current
  *     scope, closed when the test ends or is abandoned;
- *   - context: the current test's name, artifacts folder and deadline;
+ *   - context: the scope code runs in;
  *   - tasks: coroutines that the engine itself resumes from the loop (a test
  *     body, a spawn()ed function, an HTTP handler);
  *   - one dialect: the userdata classes, the strict option tables and the
@@ -144,10 +144,6 @@ void kv_drain_end(void);
 
 /* The scope code runs in now: the running task's, else the file's root. */
 kv_scope *kv_scope_current(void);
-
-/* The current test's name ("" outside a test) and artifacts folder. */
-const char *kv_test_name(void);
-const char *kv_artifacts_dir(void);
 
 /* ------------------------------------------------------------------ tasks */
 
