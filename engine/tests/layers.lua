@@ -1,0 +1,128 @@
+-- The engine's C files call each other in one direction only: no file
+-- calls another that calls it back, directly or through others
+-- (engine/internal.h lists them in their order).  Read from the objects
+-- built next to the binary under test: a file depends on another when it
+-- uses a symbol the other defines (nm), which is what the linker sees, so
+-- no call is missed because of a macro or a header.
+
+local fs = require("fs")
+local proc = require("proc")
+
+local KVENGINE = assert(os.getenv("KVENGINE_BIN"), "KVENGINE_BIN is set by the engine")
+local OBJ = (KVENGINE:match("^(.*)/[^/]*$") or ".") .. "/obj/engine"
+
+-- The object files of engine/*.c, sorted; nil and why when there are none.
+local function objects()
+  local names = fs.list(OBJ)
+  if not names then return nil, "no objects next to the binary (" .. OBJ .. "): an installed engine" end
+  local paths = {}
+  for _, name in ipairs(names) do
+    if name:match("%.o$") then paths[#paths + 1] = OBJ .. "/" .. name end
+  end
+  return paths
+end
+
+-- nm -A output -> {file = {defines = {sym = true}, uses = {sym = true}}}, by
+-- the file's name without folder and ".o".
+local function symbols(listing)
+  local files = {}
+  for path, kind, sym in listing:gmatch("([^\n]-):%s*%x*%s+(%a)%s+(%S+)") do
+    local name = path:match("([^/]*)%.o$")
+    local f = files[name] or { defines = {}, uses = {} }
+    files[name] = f
+    if kind == "U" then f.uses[sym] = true else f.defines[sym] = true end
+  end
+  return files
+end
+
+-- {file = {other = the first symbol (by name) it uses from other}}.
+local function dependencies(files)
+  local definer = {}
+  for name, f in pairs(files) do
+    for sym in pairs(f.defines) do definer[sym] = name end
+  end
+  local deps = {}
+  for name, f in pairs(files) do
+    deps[name] = {}
+    for sym in pairs(f.uses) do
+      local other = definer[sym]
+      if other and other ~= name and (not deps[name][other] or sym < deps[name][other]) then
+        deps[name][other] = sym
+      end
+    end
+  end
+  return deps
+end
+
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys)
+  return keys
+end
+
+-- A cycle of deps as "a.c -> b.c (sym) -> a.c (sym)", or nil when there is none.
+local function find_cycle(deps)
+  local state, path = {}, {}
+  local function visit(name)
+    state[name] = "open"
+    path[#path + 1] = name
+    for _, other in ipairs(sorted_keys(deps[name] or {})) do
+      if state[other] == "open" then
+        local first
+        for i, p in ipairs(path) do
+          if p == other then first = i end
+        end
+        local words = { other .. ".c" }
+        for i = first, #path do
+          local to = path[i + 1] or other
+          words[#words + 1] = string.format("%s.c (%s)", to, deps[path[i]][to])
+        end
+        return table.concat(words, " -> ")
+      end
+      if not state[other] then
+        local cycle = visit(other)
+        if cycle then return cycle end
+      end
+    end
+    path[#path] = nil
+    state[name] = "done"
+  end
+  for _, name in ipairs(sorted_keys(deps)) do
+    if not state[name] then
+      local cycle = visit(name)
+      if cycle then return cycle end
+    end
+  end
+end
+
+test("no engine C file depends on one that depends on it, directly or through others", function()
+  local paths, why = objects()
+  if not paths then skip(why) end
+  expect(#paths):gt(10, "the engine's objects under " .. OBJ)
+  local argv = { "nm", "-A", "-g" }
+  for _, p in ipairs(paths) do argv[#argv + 1] = p end
+  local status, out, err = proc.run { argv = argv, timeout = 30 }
+  if not status then skip("nm cannot run: " .. tostring(out)) end
+  expect(status):eq(0, "nm: " .. tostring(err))
+  local deps = dependencies(symbols(out))
+  expect(deps.core and deps.core.task):eq("kv_task_abandon", "the reading sees core.c call task.c")
+  local cycle = find_cycle(deps)
+  if cycle then fail("the engine's C files call in a circle: " .. cycle) end
+end)
+
+test("a circle is found and named, symbols and all", function()
+  local listing = table.concat({
+    "obj/engine/guard.o:0000000000000000 T kv_guard_start",
+    "obj/engine/guard.o:                 U kv_task_abandon",
+    "obj/engine/task.o:0000000000000010 T kv_task_abandon",
+    "obj/engine/task.o:                 U kv_loop",
+    "obj/engine/task.o:                 U kv_guard_start",
+    "obj/engine/loop.o:0000000000000000 T kv_loop",
+    "obj/engine/core.o:                 U kv_guard_start",
+  }, "\n") .. "\n"
+  local deps = dependencies(symbols(listing))
+  expect(find_cycle(deps)):eq("guard.c -> task.c (kv_task_abandon) -> guard.c (kv_guard_start)")
+  deps.task.guard = nil
+  expect(find_cycle(deps)):eq(nil, "one way only: no circle")
+end)
