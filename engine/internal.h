@@ -155,7 +155,7 @@ typedef void (*kv_scope_fn)(kv_scope *s);
 void kv_scope_on_close(kv_scope_fn fn);
 
 /*
- * Put the new task t (not yet in any scope) in the open scope s; t holds a
+ * Put the new task t (not yet in any scope) in scope s (a closing one still ends it); t holds a
  * reference to s until kv_scope_remove_task.  For task.c only.
  */
 void kv_scope_add_task(kv_scope *s, kv_task *t);

@@ -96,13 +96,14 @@ void kv_untrack(kv_resource *r) {
   kv_scope *s = r->scope;
   if (!s)
     return;
+  assert(s->refs > 0 && s->resources); /* r is on s's list */
   KV_LIST_REMOVE(s->resources, r, prev, next);
   r->scope = NULL;
   kv_scope_unref(s);
 }
 
 void kv_scope_add_task(kv_scope *s, kv_task *t) {
-  assert(s && !s->closed && !t->scope);
+  assert(s && !t->scope); /* a closing scope still ends what its tasks spawn */
   t->scope = s;
   KV_LIST_PUSH(s->tasks, t, scope_prev, scope_next);
   s->refs++;
@@ -123,6 +124,7 @@ void kv_scope_remove_task(kv_task *t) {
  * test; the root scope (or a closed one) prints it now.
  */
 void kv_scope_lost_error(kv_scope *s, const char *traceback) {
+  assert(traceback);
   if (!s || s == root || s->closed) {
     print_lost(traceback);
     return;

@@ -121,7 +121,10 @@ void kv_sched_watch(const kv_sched_watcher *w) { watcher = w; }
  * resuming at once: code that abandons several tasks must not have Lua run,
  * and free what it walks, in the middle of its walk.
  */
-void kv_sched_defer(int on) { deferring += on ? 1 : -1; }
+void kv_sched_defer(int on) {
+  deferring += on ? 1 : -1;
+  assert(deferring >= 0); /* each off follows its on */
+}
 
 kv_task *kv_task_of(lua_State *L) { return *(kv_task **)lua_getextraspace(L); }
 
@@ -186,6 +189,7 @@ void kv_wait_wake(kv_wait *w) {
 }
 
 void kv_wait_finish(kv_wait **w, uv_timer_t **timer) {
+  assert(*w && *timer); /* the wait is not over yet */
   kv_wait *wait = *w;
   uv_close((uv_handle_t *)*timer, kv_free_handle);
   *timer = NULL;
@@ -195,6 +199,7 @@ void kv_wait_finish(kv_wait **w, uv_timer_t **timer) {
 
 /* Put w on a list of waiters (a task's, for task:wait and run). */
 void kv_wait_link(kv_wait *w, kv_wait **list) {
+  assert(w && list && !w->pprev); /* on one list at a time */
   w->next = *list;
   if (w->next)
     w->next->pprev = &w->next;
@@ -231,6 +236,7 @@ static void wait_cancel(kv_task *t) {
  * the loop.  The returned task has one reference, held until it ends.
  */
 kv_task *kv_task_new(lua_State *L, kv_scope *scope, int nargs) {
+  assert(main_L && nargs >= 0 && lua_gettop(L) > nargs); /* the function is below its arguments */
   kv_task *t = calloc(1, sizeof *t);
   if (!t)
     luaL_error(L, "out of memory");
@@ -337,6 +343,7 @@ static void task_resume(kv_task *t) {
 void kv_task_abandon(kv_task *t) {
   if (t->state == KV_TASK_DONE)
     return;
+  assert(t != kv_task_running()); /* a thread cannot be closed while it runs */
   ready_remove(t);
   wait_cancel(t);
   t->refs++; /* closing the thread may run Lua that drops the last handle */
@@ -369,6 +376,7 @@ void kv_task_abandon_all(kv_scope *s, kv_task *except) {
  * false, "abandoned".  Returns the number of values pushed.
  */
 int kv_task_push_outcome(kv_task *t, lua_State *L) {
+  assert(t->state == KV_TASK_DONE && t->end != KV_END_NONE);
   lua_State *co = t->co;
   t->observed = 1;
   switch (t->end) {
