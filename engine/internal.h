@@ -2,11 +2,12 @@
  * internal.h - what the engine's own files share and bindings do not see.
  *
  * The engine's files call each other in one direction only, and this
- * header lists them in that order, the floor first: a file calls only the
- * files of the sections above its own (engine/tests/layers.lua checks it on
- * the built objects).  Where a lower file must hear from a higher one (a
- * scope ending its tasks, the scheduler telling the guard that a task
- * ended), the higher one registers a callback with it.
+ * header lists them in that order, the floor first (loop.c, whose functions
+ * are engine.h's, below all): a file calls only the files of the sections
+ * above its own (engine/tests/layers.lua checks it on the built objects).
+ * Where a lower file must hear from a higher one (a scope ending its tasks,
+ * the scheduler telling the guard that a task ended), the higher one
+ * registers a callback with it.
  *
  *   loop.c, running.c, defer.c, modules.c   the floor: no engine calls
  *   scope.c    what a test owns             running.c, defer.c
@@ -18,9 +19,9 @@
  *   state.c    a ready Lua state            core.c, coro.c, guard.c, modules.c
  *   host.c     one program on the loop      state.c and the layers below
  *
- * main.c, pool.c and options.c (the command line and the parent process)
- * sit on top; dialect.c, strict_options.c and buf.c (the bindings'
- * dialect) and supervise.c call nothing of the engine.
+ * pool.c (the parent process) and main.c sit on top; options.c (the
+ * command line), dialect.c, strict_options.c and buf.c (the bindings'
+ * dialect), supervise.c and version.c call nothing of the engine.
  */
 #ifndef KV_INTERNAL_H
 #define KV_INTERNAL_H
@@ -155,8 +156,9 @@ typedef void (*kv_scope_fn)(kv_scope *s);
 void kv_scope_on_close(kv_scope_fn fn);
 
 /*
- * Put the new task t (not yet in any scope) in scope s (a closing one still ends it); t holds a
- * reference to s until kv_scope_remove_task.  For task.c only.
+ * Put the new task t (not yet in any scope) in scope s (a closing one
+ * still ends it); t holds a reference to s until kv_scope_remove_task.  For
+ * task.c only.
  */
 void kv_scope_add_task(kv_scope *s, kv_task *t);
 
