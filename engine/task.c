@@ -356,7 +356,7 @@ void kv_task_abandon(kv_task *t) {
 /* The first task of s that is still live and is not `except`. */
 static kv_task *first_live(kv_scope *s, kv_task *except) {
   for (kv_task *t = s->tasks; t; t = t->scope_next)
-    if (t->state != KV_TASK_DONE && t != except)
+    if (t->state != KV_TASK_DONE && (!except || t != except))
       return t;
   return NULL;
 }
