@@ -23,16 +23,20 @@ local function objects()
 end
 
 -- nm -A output -> {file = {defines = {sym = true}, uses = {sym = true}}}, by
--- the file's name without folder and ".o".
+-- the file's name without folder and ".o", and the names in the listing's
+-- order (nm keeps the order of the files it was given, sorted here).
 local function symbols(listing)
-  local files = {}
+  local files, names = {}, {}
   for path, kind, sym in listing:gmatch("([^\n]-):%s*%x*%s+(%a)%s+(%S+)") do
     local name = path:match("([^/]*)%.o$")
-    local f = files[name] or { defines = {}, uses = {} }
-    files[name] = f
+    if not files[name] then
+      files[name] = { defines = {}, uses = {} }
+      names[#names + 1] = name
+    end
+    local f = files[name]
     if kind == "U" then f.uses[sym] = true else f.defines[sym] = true end
   end
-  return files
+  return files, names
 end
 
 -- {file = {other = the first symbol (by name) it uses from other}}.
@@ -54,41 +58,41 @@ local function dependencies(files)
   return deps
 end
 
-local function sorted_keys(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = k end
-  table.sort(keys)
-  return keys
+-- The circle that closes when the last file of path calls `back`, one of
+-- path's files: "a.c -> b.c (sym) -> a.c (sym)".
+local function name_circle(deps, path, back)
+  local first
+  for i, p in ipairs(path) do
+    if p == back then first = i end
+  end
+  local words = { back .. ".c" }
+  for i = first, #path do
+    local to = path[i + 1] or back
+    words[#words + 1] = string.format("%s.c (%s)", to, deps[path[i]][to])
+  end
+  return table.concat(words, " -> ")
 end
 
--- A cycle of deps as "a.c -> b.c (sym) -> a.c (sym)", or nil when there is none.
-local function find_cycle(deps)
+-- A circle of deps, named, or nil when there is none; files are visited in
+-- the order of names, so the answer is stable.
+local function find_cycle(deps, names)
   local state, path = {}, {}
   local function visit(name)
     state[name] = "open"
     path[#path + 1] = name
-    for _, other in ipairs(sorted_keys(deps[name] or {})) do
-      if state[other] == "open" then
-        local first
-        for i, p in ipairs(path) do
-          if p == other then first = i end
+    for _, other in ipairs(names) do
+      if deps[name][other] then
+        if state[other] == "open" then return name_circle(deps, path, other) end
+        if not state[other] then
+          local cycle = visit(other)
+          if cycle then return cycle end
         end
-        local words = { other .. ".c" }
-        for i = first, #path do
-          local to = path[i + 1] or other
-          words[#words + 1] = string.format("%s.c (%s)", to, deps[path[i]][to])
-        end
-        return table.concat(words, " -> ")
-      end
-      if not state[other] then
-        local cycle = visit(other)
-        if cycle then return cycle end
       end
     end
     path[#path] = nil
     state[name] = "done"
   end
-  for _, name in ipairs(sorted_keys(deps)) do
+  for _, name in ipairs(names) do
     if not state[name] then
       local cycle = visit(name)
       if cycle then return cycle end
@@ -105,9 +109,10 @@ test("no engine C file depends on one that depends on it, directly or through ot
   local status, out, err = proc.run { argv = argv, timeout = 30 }
   if not status then skip("nm cannot run: " .. tostring(out)) end
   expect(status):eq(0, "nm: " .. tostring(err))
-  local deps = dependencies(symbols(out))
+  local files, names = symbols(out)
+  local deps = dependencies(files)
   expect(deps.core and deps.core.task):eq("kv_task_abandon", "the reading sees core.c call task.c")
-  local cycle = find_cycle(deps)
+  local cycle = find_cycle(deps, names)
   if cycle then fail("the engine's C files call in a circle: " .. cycle) end
 end)
 
@@ -121,8 +126,9 @@ test("a circle is found and named, symbols and all", function()
     "obj/engine/loop.o:0000000000000000 T kv_loop",
     "obj/engine/core.o:                 U kv_guard_start",
   }, "\n") .. "\n"
-  local deps = dependencies(symbols(listing))
-  expect(find_cycle(deps)):eq("guard.c -> task.c (kv_task_abandon) -> guard.c (kv_guard_start)")
+  local files, names = symbols(listing)
+  local deps = dependencies(files)
+  expect(find_cycle(deps, names)):eq("guard.c -> task.c (kv_task_abandon) -> guard.c (kv_guard_start)")
   deps.task.guard = nil
-  expect(find_cycle(deps)):eq(nil, "one way only: no circle")
+  expect(find_cycle(deps, names)):eq(nil, "one way only: no circle")
 end)
