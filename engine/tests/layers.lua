@@ -1,6 +1,7 @@
 -- The engine's C files call each other in one direction only: no file
 -- calls another that calls it back, directly or through others
--- (engine/internal.h lists them in their order).  Read from the objects
+-- (engine/internal.h lists them in their order); so do the files of each
+-- binding (their private headers say in which).  Read from the objects
 -- built next to the binary under test: a file depends on another when it
 -- uses a symbol the other defines (nm), which is what the linker sees, so
 -- no call is missed because of a macro or a header.
@@ -9,15 +10,15 @@ local fs = require("fs")
 local proc = require("proc")
 
 local KVENGINE = assert(os.getenv("KVENGINE_BIN"), "KVENGINE_BIN is set by the engine")
-local OBJ = (KVENGINE:match("^(.*)/[^/]*$") or ".") .. "/obj/engine"
+local OBJ = (KVENGINE:match("^(.*)/[^/]*$") or ".") .. "/obj/"
 
--- The object files of engine/*.c, sorted; nil and why when there are none.
-local function objects()
-  local names = fs.list(OBJ)
-  if not names then return nil, "no objects next to the binary (" .. OBJ .. "): an installed engine" end
+-- The object files under OBJ/dir, sorted; nil and why when there are none.
+local function objects(dir)
+  local names = fs.list(OBJ .. dir)
+  if not names then return nil, "no objects next to the binary (" .. OBJ .. dir .. "): an installed engine" end
   local paths = {}
   for _, name in ipairs(names) do
-    if name:match("%.o$") then paths[#paths + 1] = OBJ .. "/" .. name end
+    if name:match("%.o$") then paths[#paths + 1] = OBJ .. dir .. "/" .. name end
   end
   return paths
 end
@@ -100,20 +101,33 @@ local function find_cycle(deps, names)
   end
 end
 
-test("no engine C file depends on one that depends on it, directly or through others", function()
-  local paths, why = objects()
+-- The dependencies between the objects under OBJ/dir, and their names;
+-- skips the test when there are none or nm cannot run.
+local function read_objects(dir)
+  local paths, why = objects(dir)
   if not paths then skip(why) end
-  expect(#paths):gt(10, "the engine's objects under " .. OBJ)
+  expect(#paths):gt(10, "the objects under " .. OBJ .. dir)
   local argv = { "nm", "-A", "-g" }
   for _, p in ipairs(paths) do argv[#argv + 1] = p end
   local status, out, err = proc.run { argv = argv, timeout = 30 }
   if not status then skip("nm cannot run: " .. tostring(out)) end
   expect(status):eq(0, "nm: " .. tostring(err))
   local files, names = symbols(out)
-  local deps = dependencies(files)
+  return dependencies(files), names
+end
+
+test("no engine C file depends on one that depends on it, directly or through others", function()
+  local deps, names = read_objects("engine")
   expect(deps.core and deps.core.task):eq("kv_task_abandon", "the reading sees core.c call task.c")
   local cycle = find_cycle(deps, names)
   if cycle then fail("the engine's C files call in a circle: " .. cycle) end
+end)
+
+test("no binding's C file depends on one that depends on it, directly or through others", function()
+  local deps, names = read_objects("bindings")
+  expect(deps.redis and deps.redis.redis_conn):not_nil("the reading sees redis.c call redis_conn.c")
+  local cycle = find_cycle(deps, names)
+  if cycle then fail("a binding's C files call in a circle: " .. cycle) end
 end)
 
 test("a circle is found and named, symbols and all", function()
