@@ -15,6 +15,7 @@
  */
 #include "internal.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
@@ -110,6 +111,8 @@ static void await_cancel(kv_wait *w) {
 
 /* Wait for t to end; k continues with the outcome. */
 static int await_task(lua_State *L, kv_task *t, const char *who, lua_KFunction k) {
+  assert(t->state !=
+         KV_TASK_DONE); /* an ended task wakes nobody again: the wait would last forever */
   kv_wait *w = kv_wait_new(L, who, sizeof(kv_task *), await_cancel, await_dispose);
   *(kv_task **)kv_wait_data(w) = t;
   t->refs++;
