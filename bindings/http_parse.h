@@ -54,7 +54,12 @@ typedef struct kv_hp kv_hp;
  */
 typedef void (*kv_hp_head_fn)(void *ctx, const kv_http_request *head);
 
-/* A parser for one connection; bodies above max_body bytes are an error (413). */
+/*
+ * kv_hp_new: a request parser for one connection, or NULL when memory runs
+ * out; bodies above max_body bytes are an error (413); on_head (may be
+ * NULL) is called with ctx.  The caller owns it: kv_hp_free frees it with
+ * any request it holds (NULL does nothing).
+ */
 kv_hp *kv_hp_new(size_t max_body, kv_hp_head_fn on_head, void *ctx);
 void kv_hp_free(kv_hp *p);
 
@@ -65,11 +70,18 @@ void kv_hp_free(kv_hp *p);
  */
 kv_hp_result kv_hp_feed(kv_hp *p, const char *data, size_t len, size_t *used);
 
-/* The completed request (after KV_HP_REQUEST), now owned by the caller. */
+/*
+ * kv_hp_take: the completed request (after KV_HP_REQUEST; NULL otherwise),
+ * now owned by the caller, who frees it with kv_http_request_free (NULL
+ * does nothing).
+ */
 kv_http_request *kv_hp_take(kv_hp *p);
 void kv_http_request_free(kv_http_request *r);
 
-/* After KV_HP_ERROR: the status to answer (400, 413, 431) and why. */
+/*
+ * After KV_HP_ERROR: kv_hp_error_status gives the status to answer (400,
+ * 413, 431), kv_hp_error_text why (a static string; "no error" before any).
+ */
 int kv_hp_error_status(const kv_hp *p);
 const char *kv_hp_error_text(const kv_hp *p);
 
@@ -83,7 +95,10 @@ typedef enum kv_hr_result {
 
 typedef struct kv_hr kv_hr;
 
-/* A response parser for one connection. */
+/*
+ * kv_hr_new: a response parser for one connection, or NULL when memory
+ * runs out; the caller frees it with kv_hr_free (NULL does nothing).
+ */
 kv_hr *kv_hr_new(void);
 void kv_hr_free(kv_hr *p);
 
@@ -103,9 +118,16 @@ kv_hr_result kv_hr_feed(kv_hr *p, const char *data, size_t len, size_t *used);
 /* The peer closed: completes a response whose body runs to the close. */
 kv_hr_result kv_hr_eof(kv_hr *p);
 
-int kv_hr_status(const kv_hr *p);     /* of the last complete response */
-int kv_hr_keep_alive(const kv_hr *p); /* the connection may carry another request */
-int kv_hr_started(const kv_hr *p);    /* a byte of the expected response arrived */
+/*
+ * What the parser knows: kv_hr_status, the status of the last complete
+ * response; kv_hr_keep_alive, whether the connection may carry another
+ * request; kv_hr_started, whether a byte of the expected response arrived;
+ * kv_hr_error_text, why the stream is unusable after KV_HR_ERROR (a static
+ * string).
+ */
+int kv_hr_status(const kv_hr *p);
+int kv_hr_keep_alive(const kv_hr *p);
+int kv_hr_started(const kv_hr *p);
 const char *kv_hr_error_text(const kv_hr *p);
 
 /* ------------------------------------------------------------------ URLs */

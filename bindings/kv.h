@@ -41,15 +41,26 @@ void kv_push_u64_string(lua_State *L, uint64_t v);
 
 /* ---------------------------------------------------------- kv_tokenize.c */
 
-int kv_tokenize(lua_State *L);      /* kv.tokenize(text) */
-int kv_tokenize_chat(lua_State *L); /* kv.tokenize_chat(messages) */
+/*
+ * lua_CFunctions: kv_tokenize is kv.tokenize(text), kv_tokenize_chat is
+ * kv.tokenize_chat(messages): the token ids llm-d-inference-sim's
+ * simulated tokenizer gives (docs/api-modules.md); they raise on misuse.
+ */
+int kv_tokenize(lua_State *L);
+int kv_tokenize_chat(lua_State *L);
 
 /* ------------------------------------------------------------ kv_events.c */
 
-int kv_stored(lua_State *L);        /* kv.stored{...} */
-int kv_removed(lua_State *L);       /* kv.removed{...} */
-int kv_cleared(lua_State *L);       /* kv.cleared{} */
-int kv_events_encode(lua_State *L); /* kv.events.encode(batch [, dialect]) */
+/*
+ * lua_CFunctions: kv_stored, kv_removed and kv_cleared are kv.stored{...},
+ * kv.removed{...} and kv.cleared{}, which build one KV event each;
+ * kv_events_encode is kv.events.encode(batch [, dialect]), the msgpack
+ * bytes of a batch.  They raise on an invalid event, batch or dialect.
+ */
+int kv_stored(lua_State *L);
+int kv_removed(lua_State *L);
+int kv_cleared(lua_State *L);
+int kv_events_encode(lua_State *L);
 
 /* The option keys of kv.stored, kv.removed and kv.cleared (kv.options). */
 extern const kv_option_keys kv_event_options[];
@@ -79,7 +90,11 @@ void kv_encode_batch(lua_State *L, int b, kv_dialect d, kv_buf *ob);
 
 /* ----------------------------------------------------- kv_events_decode.c */
 
-int kv_events_decode(lua_State *L); /* kv.events.decode(bytes [, opts]) */
+/*
+ * lua_CFunction kv.events.decode(bytes [, opts]): the batch an untrusted
+ * payload holds and the dialect it was written in, or nil and why.
+ */
+int kv_events_decode(lua_State *L);
 
 /* The option keys of kv.events.decode (kv.events.options). */
 extern const kv_option_keys kv_decode_options[];

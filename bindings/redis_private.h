@@ -76,15 +76,20 @@ conn *redis_conn_new(const char *host, lua_Integer port, double timeout);
 /* Start connecting c: 0, or -1 with "redis: cannot connect ..." pushed and c closed. */
 int redis_conn_open(lua_State *L, conn *c, const char *host, int port);
 
-/* The resource's close: idempotent; pending calls fail with "connection closed". */
+/*
+ * redis_conn_close is the resource's close: idempotent; pending calls fail
+ * with "connection closed".  redis_conn_unref drops one of c's references
+ * (c->refs); the last one frees c, which must be closed by then.
+ */
 void redis_conn_close(kv_resource *r);
 void redis_conn_unref(conn *c);
 
 /*
- * A new call on c expecting n replies, waited for by w (whose data is the
- * call pointer), its timer armed; keep_replies = 0: only the error replies
- * are counted, the first kept.  Commands go out with redis_send, then
- * redis_flush.  w is made with redis_call_cancel and redis_call_dispose.
+ * redis_call_new: a new call on c expecting n replies, waited for by w
+ * (whose data is the call pointer), its timer armed; keep_replies = 0:
+ * only the error replies are counted, the first kept.  Commands go out with
+ * redis_send, then redis_flush.  w is made with redis_call_cancel and
+ * redis_call_dispose as its cancel and dispose callbacks.
  */
 call *redis_call_new(conn *c, kv_wait *w, enum call_kind kind, int n, int keep_replies);
 void redis_call_cancel(kv_wait *w);

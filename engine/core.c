@@ -4,13 +4,18 @@
  * Global: sleep(s), spawn(fn, ...) -> task (task:wait(), task:done(),
  * task:cancel()), now().  Internal, for the prelude's runner only (table
  * __kv): run(fn, timeout, scope) runs fn as a guarded task and reports how
- * it ended; scope(test, artifacts) makes a test's scope; emit(line) sends a
- * report event to the parent process; file_expired(); take_deferred(scope)
- * hands over what scope:defer collected.  For engine.lua: scope_current(),
+ * it ended; scope() makes a test's scope; emit(line) sends a report event
+ * to the parent process; file_expired(); take_deferred(scope) hands over
+ * what scope:defer collected.  For engine.lua: scope_current(),
  * spawn_in(scope, fn, ...), check_options(fname, t, keys [, level]).
+ *
+ * The Lua face of the layers below (tasks, scopes, the guard, deferred
+ * functions, drains): it calls them, and is called only from above
+ * (state.c installs it, main.c gives it the event descriptor).
  */
 #include "internal.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
@@ -106,6 +111,8 @@ static void await_cancel(kv_wait *w) {
 
 /* Wait for t to end; k continues with the outcome. */
 static int await_task(lua_State *L, kv_task *t, const char *who, lua_KFunction k) {
+  assert(t->state !=
+         KV_TASK_DONE); /* an ended task wakes nobody again: the wait would last forever */
   kv_wait *w = kv_wait_new(L, who, sizeof(kv_task *), await_cancel, await_dispose);
   *(kv_task **)kv_wait_data(w) = t;
   t->refs++;
@@ -160,11 +167,10 @@ static const luaL_Reg task_methods[] = {
 
 static kv_scope **check_scope(lua_State *L, int i) { return luaL_checkudata(L, i, SCOPE_MT); }
 
+/* __kv.scope() -> a new scope, for a test: its tasks and handles end with it. */
 static int l_scope(lua_State *L) {
-  const char *test = luaL_checkstring(L, 1);
-  const char *artifacts = luaL_optstring(L, 2, "");
   kv_scope **ud = lua_newuserdatauv(L, sizeof *ud, 0);
-  *ud = kv_scope_new(test, artifacts);
+  *ud = kv_scope_new();
   luaL_setmetatable(L, SCOPE_MT);
   return 1;
 }
@@ -202,60 +208,22 @@ static int scoperef_open(lua_State *L) {
 
 /* ------------------------------------------------------------------ defer */
 
-/*
- * Functions deferred on a scope wait in a registry table keyed by the
- * scope's address: registry[&defer_key][s] = {fn, ...}, oldest first.  The
- * runner takes them when the scope ends (take_deferred) and runs them newest
- * first, each guarded; closing a scope drops what nobody took, so a scope
- * made later at the same address starts with none.
- */
-static const char defer_key = 'd';
-
-static void push_deferred_all(lua_State *L) {
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &defer_key) == LUA_TTABLE)
-    return;
-  lua_pop(L, 1);
-  lua_newtable(L);
-  lua_pushvalue(L, -1);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &defer_key);
-}
-
-/* scope:defer(fn): fn runs when the scope ends, however its test ends. */
+/* scope:defer(fn): fn runs when the scope ends, however its test ends (defer.c). */
 static int scoperef_defer(lua_State *L) {
   kv_scope **ud = luaL_checkudata(L, 1, SCOPEREF_MT);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   if (!*ud || (*ud)->closed)
     return luaL_error(L, "defer: that scope has ended (its test or file is over)");
-  push_deferred_all(L);
-  if (lua_rawgetp(L, -1, *ud) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_pushvalue(L, -1);
-    lua_rawsetp(L, -3, *ud);
-  }
-  lua_pushvalue(L, 2);
-  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  lua_settop(L, 2);
+  kv_defer_add(L, *ud);
   return 0;
 }
 
 /* __kv.take_deferred([scope]) -> what was deferred on scope (default the root), now forgotten. */
 static int l_take_deferred(lua_State *L) {
   kv_scope *s = lua_isnoneornil(L, 1) ? kv_scope_root() : *check_scope(L, 1);
-  push_deferred_all(L);
-  if (!s || lua_rawgetp(L, -1, s) != LUA_TTABLE) {
-    lua_newtable(L);
-    return 1;
-  }
-  lua_pushnil(L);
-  lua_rawsetp(L, -3, s);
+  kv_defer_take(L, s);
   return 1;
-}
-
-void kv_defer_forget(lua_State *L, kv_scope *s) {
-  push_deferred_all(L);
-  lua_pushnil(L);
-  lua_rawsetp(L, -2, s);
-  lua_pop(L, 1);
 }
 
 static const luaL_Reg scoperef_methods[] = {

@@ -3,8 +3,9 @@
  *
  * The deadline alarm (guard.c) hooks the Lua thread that is running when it
  * fires.  The scheduler knows when it resumes a task; these replacements of
- * the standard library's resume and wrap tell the guard when a script's own
- * coroutine runs, and when control comes back.  They behave as the standard
+ * the standard library's resume and wrap record (running.c, the one file
+ * this one calls) when a script's own coroutine runs, and when control
+ * comes back.  They behave as the standard
  * ones: resume returns true plus results or false plus the error; a wrapped
  * function returns the results or raises the error, with its position when it
  * is a string, after closing the dead coroutine's pending variables.
@@ -20,9 +21,9 @@ static int resume(lua_State *L, lua_State *co, int narg, int *nres) {
     return LUA_ERRRUN;
   }
   lua_xmove(L, co, narg);
-  lua_State *prev = kv_guard_enter(co);
+  kv_running prev = kv_running_enter(kv_task_running(), co);
   int status = lua_resume(co, L, narg, nres);
-  kv_guard_leave(prev);
+  kv_running_leave(prev);
   if (status == LUA_OK || status == LUA_YIELD) {
     if (!lua_checkstack(L, *nres + 1)) {
       lua_pop(co, *nres);

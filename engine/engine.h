@@ -11,7 +11,7 @@
  *     callback when the answer is in the record;
  *   - tracking: every handle a test opens is a kv_resource in the current
  *     scope, closed when the test ends or is abandoned;
- *   - context: the current test's name, artifacts folder and deadline;
+ *   - context: the scope code runs in;
  *   - tasks: coroutines that the engine itself resumes from the loop (a test
  *     body, a spawn()ed function, an HTTP handler);
  *   - one dialect: the userdata classes, the strict option tables and the
@@ -104,8 +104,10 @@ void kv_wait_finish(kv_wait **w, uv_timer_t **timer);
 
 /*
  * Waits a binding keeps on a list of its own (the tasks waiting for one
- * child to exit): link w at the head of *list; unlink it (idempotent) before
- * waking it, and in its cancel and dispose callbacks.
+ * child to exit): kv_wait_link puts w, on no list yet, at the head of *list
+ * (the list does not own it); kv_wait_unlink takes it off its list
+ * (idempotent), which the binding does before waking it, and in its cancel
+ * and dispose callbacks.
  */
 void kv_wait_link(kv_wait *w, kv_wait **list);
 void kv_wait_unlink(kv_wait *w);
@@ -124,9 +126,12 @@ struct kv_resource {
 };
 
 /*
- * Track r in the current scope (the running task's, or the file's).  When
- * the scope ends, close(r) is called, newest resource first.  close must call
- * kv_untrack(r) and be safe to call again (it is also the __gc/__close path).
+ * kv_track puts r (zeroed, or untracked since) in the current scope (the
+ * running task's, or the file's): when the scope ends, close(r) is called,
+ * newest resource first.  `what` is a static string.  The binding keeps
+ * owning r's memory.  close must call kv_untrack(r) and be safe to call
+ * again (it is also the __gc/__close path); kv_untrack takes r out of its
+ * scope, and does nothing to a resource in none.
  */
 void kv_track(kv_resource *r, const char *what, kv_close_fn close);
 void kv_untrack(kv_resource *r);
@@ -144,10 +149,6 @@ void kv_drain_end(void);
 
 /* The scope code runs in now: the running task's, else the file's root. */
 kv_scope *kv_scope_current(void);
-
-/* The current test's name ("" outside a test) and artifacts folder. */
-const char *kv_test_name(void);
-const char *kv_artifacts_dir(void);
 
 /* ------------------------------------------------------------------ tasks */
 
@@ -208,7 +209,6 @@ typedef struct kv_option_keys {
   const char *call;
   const char *const *keys;
 } kv_option_keys;
-
 void kv_set_options(lua_State *L, const kv_option_keys lists[]);
 
 /*
@@ -277,6 +277,7 @@ char *kv_buf_room(kv_buf *b, size_t more);
 /* Append n bytes: 0, or -1 when out of memory. */
 int kv_buf_add(kv_buf *b, const void *data, size_t n);
 
+/* Free what b holds and zero it: b is an empty buffer again. */
 void kv_buf_free(kv_buf *b);
 
 /* -------------------------------------------------------------- timeouts */

@@ -5,7 +5,7 @@
  * deadline (never later than the file's), a libuv timer for a test that
  * waits, and a POSIX interval timer for a test that spins in pure Lua and so
  * never lets the loop run.  The engine always knows which Lua thread runs
- * (the scheduler and coroutine.resume/wrap record it: coro.c); when the
+ * (the scheduler and coroutine.resume/wrap record it in running.c); when the
  * interval timer fires, its signal handler sets a count hook on that thread,
  * as lua.c does for Ctrl-C.  So no hook slows Lua down until a deadline has
  * passed.  The hook removes itself and, on a task's own thread, yields back
@@ -16,6 +16,7 @@
  */
 #include "internal.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -24,8 +25,6 @@
 
 #define REFIRE_USEC 10000
 #define RAISES_BEFORE_YIELD 3
-
-static lua_State *volatile running_L;
 
 static struct {
   kv_task *task;
@@ -38,15 +37,6 @@ static struct {
 } guard;
 
 static double file_deadline; /* 0: none */
-
-/* Record that co runs from now on; returns the thread that ran before. */
-lua_State *kv_guard_enter(lua_State *co) {
-  lua_State *prev = running_L;
-  running_L = co;
-  return prev;
-}
-
-void kv_guard_leave(lua_State *prev) { running_L = prev; }
 
 static void hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
@@ -73,20 +63,24 @@ static void hook(lua_State *L, lua_Debug *ar) {
 /* Only async-signal-safe work: lua_sethook is designed to be called so. */
 static void on_alarm(int sig) {
   (void)sig;
-  lua_State *L = running_L;
+  lua_State *L = kv_thread_running();
   if (L)
     lua_sethook(L, hook, LUA_MASKCOUNT, 1);
 }
 
-/* Catch the alarm, and make the coroutine library tell us who runs. */
-void kv_guard_install(lua_State *L) {
+static void task_ended(kv_task *t);
+static void task_hooked(kv_task *t);
+
+/* Catch the alarm, and hear from the scheduler how guarded tasks fare. */
+void kv_guard_install(void) {
+  static const kv_sched_watcher watcher = {task_ended, task_hooked};
+  kv_sched_watch(&watcher);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_alarm;
   sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGALRM, &sa, NULL);
-  kv_coro_install(L);
 }
 
 static void alarm_arm(double seconds) {
@@ -118,20 +112,15 @@ static void guard_fire(void) {
   kv_task *t = guard.task;
   if (!t)
     return;
+  assert(t->state != KV_TASK_DONE); /* an ended task ends its guard */
   guard.expired = 1;
   capture_where(t);
   kv_scope *s = t->scope;
-  kv_sched_defer(1);
+  kv_task *caller = guard.caller;
+  kv_sched_defer(1); /* nobody resumes before every task is abandoned */
   s->refs++;
-  kv_task_abandon(t); /* ends the guard through kv_guard_task_done */
-  for (kv_task *o = s->tasks; o;) {
-    if (o->state != KV_TASK_DONE && o != guard.caller) {
-      kv_task_abandon(o);
-      o = s->tasks; /* the list may have changed */
-    } else {
-      o = o->scope_next;
-    }
-  }
+  kv_task_abandon(t); /* ends the guard through task_ended */
+  kv_task_abandon_all(s, caller);
   kv_scope_unref(s);
   kv_sched_defer(0);
 }
@@ -149,6 +138,7 @@ static void timer_fired(uv_timer_t *h) {
  * running (runs do not nest).
  */
 int kv_guard_start(kv_task *t, kv_task *caller, double seconds) {
+  assert(t && t->state != KV_TASK_DONE && t != caller);
   if (guard.task)
     return -1;
   double now = kv_now(), deadline = now + seconds;
@@ -179,7 +169,8 @@ void kv_guard_stop(void) {
   uv_timer_stop(guard.timer);
 }
 
-void kv_guard_task_done(kv_task *t) {
+/* The scheduler's word that t ended: a guarded run is over. */
+static void task_ended(kv_task *t) {
   if (guard.task == t)
     kv_guard_stop();
 }
@@ -189,12 +180,11 @@ int kv_guard_expired(void) { return guard.expired; }
 
 const char *kv_guard_where(void) { return guard.where; }
 
-/* The hook yielded t: end the run if its time is up, else go on. */
-void kv_guard_hooked(kv_task *t) {
+/* The hook yielded t: end the run if its time is up (the scheduler requeues t unless it ended). */
+static void task_hooked(kv_task *t) {
+  (void)t;
   if (guard.task && kv_now() >= guard.deadline - 1e-3)
     guard_fire();
-  if (t->state != KV_TASK_DONE)
-    kv_task_requeue(t);
 }
 
 void kv_guard_set_file_deadline(double seconds) {

@@ -9,6 +9,7 @@
  */
 #include "host.h"
 
+#include <assert.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,9 +34,10 @@ static uv_signal_t *watch_signal(struct kv_host *h, int signum) {
 }
 
 void kv_host_open(struct kv_host *h, const char *artifacts) {
+  (void)artifacts; /* each test's folder is the runner's to know, not the root scope's */
   signal(SIGPIPE, SIG_IGN);
   h->L = kv_state_new();
-  h->root = kv_scope_new("", artifacts);
+  h->root = kv_scope_new();
   kv_scope_set_root(h->root);
   kv_sched_init(h->L);
   h->signals[0] = watch_signal(h, SIGINT);
@@ -46,6 +48,7 @@ void kv_host_open(struct kv_host *h, const char *artifacts) {
 
 /* Start the function below nargs arguments on top of h->L as the main task. */
 void kv_host_start(struct kv_host *h, int nargs) {
+  assert(!h->main); /* one main task per host */
   h->main = kv_task_new(h->L, h->root, nargs);
   h->main->refs++;
   h->main->observed = 1; /* the host reports how it ends */
@@ -57,6 +60,7 @@ void kv_host_start(struct kv_host *h, int nargs) {
  * on something that can never come (the loop ran dry under it).
  */
 int kv_host_run(struct kv_host *h, int until_main) {
+  assert(h->main);
   while (!h->signalled) {
     int alive = uv_run(kv_loop(), UV_RUN_ONCE);
     if (h->main->state == KV_TASK_DONE && (until_main || h->main->end != KV_END_OK))
@@ -71,7 +75,10 @@ int kv_host_run(struct kv_host *h, int until_main) {
  * Push the main task's outcome (see kv_task_push_outcome).  The traceback of
  * an error comes last.
  */
-int kv_host_outcome(struct kv_host *h) { return kv_task_push_outcome(h->main, h->L); }
+int kv_host_outcome(struct kv_host *h) {
+  assert(h->main && h->main->state == KV_TASK_DONE);
+  return kv_task_push_outcome(h->main, h->L);
+}
 
 static void close_walk(uv_handle_t *handle, void *arg) {
   (void)arg;
@@ -104,8 +111,8 @@ void kv_host_close(struct kv_host *h) {
   if (h->main)
     kv_task_release(h->main);
   lua_close(h->L);
-  kv_scope_unref(h->root);
   kv_scope_set_root(NULL);
+  kv_scope_unref(h->root);
   kv_sched_close();
   kv_guard_close();
   close_signal_watchers(h);

@@ -8,9 +8,13 @@
  * closed through callbacks that the loop runs after that: so this searcher,
  * placed right after package.preload, loads them with RTLD_NODELETE and they
  * stay mapped until the process exits.
+ *
+ * The binary's folder comes from the caller (state.c), so this file calls
+ * no other file of the engine.
  */
 #include "internal.h"
 
+#include <assert.h>
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,10 +23,11 @@
 
 #include <lauxlib.h>
 
-static int module_path(char *buf, size_t size, const char *name) {
-  static const char *const dirs[] = {"%s/lib/%s.so", "%s/../lib/kvengine/%s.so"};
-  for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
-    snprintf(buf, size, dirs[i], kv_exe_dir(), name);
+/* The module's file under dir (the binary's folder): 0, or -1 when there is none. */
+static int module_path(char *buf, size_t size, const char *dir, const char *name) {
+  static const char *const places[] = {"%s/lib/%s.so", "%s/../lib/kvengine/%s.so"};
+  for (size_t i = 0; i < sizeof places / sizeof *places; i++) {
+    snprintf(buf, size, places[i], dir, name);
     if (access(buf, R_OK) == 0)
       return 0;
   }
@@ -46,12 +51,16 @@ static int load_module(lua_State *L) {
   return 1;
 }
 
-/* package.searchers entry: a loader for an engine module, or why not. */
+/*
+ * package.searchers entry (upvalue 1: the binary's folder): a loader for an
+ * engine module, or why not.
+ */
 static int search(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
+  const char *dir = lua_tostring(L, lua_upvalueindex(1));
   char path[4200];
-  if (strchr(name, '.') || strchr(name, '/') || module_path(path, sizeof path, name) < 0) {
-    lua_pushfstring(L, "no engine module '%s' in %s/lib", name, kv_exe_dir());
+  if (strchr(name, '.') || strchr(name, '/') || module_path(path, sizeof path, dir, name) < 0) {
+    lua_pushfstring(L, "no engine module '%s' in %s/lib", name, dir);
     return 1;
   }
   lua_pushvalue(L, 1);
@@ -60,14 +69,16 @@ static int search(lua_State *L) {
   return 2;
 }
 
-void kv_modules_install(lua_State *L) {
+void kv_modules_install(lua_State *L, const char *exe_dir) {
+  assert(exe_dir);
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "searchers");
   for (lua_Integer i = (lua_Integer)luaL_len(L, -1); i >= 2; i--) {
     lua_rawgeti(L, -1, i);
     lua_rawseti(L, -2, i + 1);
   }
-  lua_pushcfunction(L, search);
+  lua_pushstring(L, exe_dir);
+  lua_pushcclosure(L, search, 1);
   lua_rawseti(L, -2, 2);
   lua_pop(L, 2);
 }

@@ -10,6 +10,11 @@
  * A task's error is the scope's to report once nobody can take it any more
  * (task.c decides when): a test's scope fails its test with it when it
  * closes; the root scope prints it, since no test is there to fail.
+ *
+ * Scopes lie below the scheduler: task.c calls this file, never the other
+ * way.  A scope sees its tasks as list nodes with an outcome; to end the
+ * live ones when it closes it calls the function the scheduler registered
+ * (kv_scope_on_close), and it learns which task runs from running.c.
  */
 #include "internal.h"
 
@@ -27,20 +32,14 @@ struct kv_lost {
 
 static kv_scope *root;
 static kv_scope *open_scopes;
+static kv_scope_fn end_tasks; /* the scheduler's: abandon a scope's live tasks */
 
-static char *dup_or_empty(const char *s) {
-  char *d = strdup(s ? s : "");
-  if (!d)
-    abort();
-  return d;
-}
+void kv_scope_on_close(kv_scope_fn fn) { end_tasks = fn; }
 
-kv_scope *kv_scope_new(const char *test, const char *artifacts) {
+kv_scope *kv_scope_new(void) {
   kv_scope *s = calloc(1, sizeof *s);
   if (!s)
     abort();
-  s->test = dup_or_empty(test);
-  s->artifacts = dup_or_empty(artifacts);
   s->refs = 1;
   KV_LIST_PUSH(open_scopes, s, prev, next);
   return s;
@@ -69,9 +68,8 @@ void kv_scope_unref(kv_scope *s) {
   if (--s->refs > 0)
     return;
   assert(!s->resources && !s->tasks);
+  assert(s != root); /* the host clears the root before its last reference goes */
   take_lost(s, NULL, 0, 0);
-  free(s->test);
-  free(s->artifacts);
   free(s);
 }
 
@@ -84,12 +82,9 @@ kv_scope *kv_scope_current(void) {
   return t && t->scope && !t->scope->closed ? t->scope : root;
 }
 
-const char *kv_test_name(void) { return kv_scope_current()->test; }
-
-const char *kv_artifacts_dir(void) { return kv_scope_current()->artifacts; }
-
 void kv_track(kv_resource *r, const char *what, kv_close_fn close) {
   kv_scope *s = kv_scope_current();
+  assert(r && close && s && !r->scope); /* tracked once, in a scope that exists */
   r->what = what;
   r->close = close;
   r->scope = s;
@@ -101,12 +96,14 @@ void kv_untrack(kv_resource *r) {
   kv_scope *s = r->scope;
   if (!s)
     return;
+  assert(s->refs > 0 && s->resources); /* r is on s's list */
   KV_LIST_REMOVE(s->resources, r, prev, next);
   r->scope = NULL;
   kv_scope_unref(s);
 }
 
 void kv_scope_add_task(kv_scope *s, kv_task *t) {
+  assert(s && !t->scope); /* a closing scope still ends what its tasks spawn */
   t->scope = s;
   KV_LIST_PUSH(s->tasks, t, scope_prev, scope_next);
   s->refs++;
@@ -127,6 +124,7 @@ void kv_scope_remove_task(kv_task *t) {
  * test; the root scope (or a closed one) prints it now.
  */
 void kv_scope_lost_error(kv_scope *s, const char *traceback) {
+  assert(traceback);
   if (!s || s == root || s->closed) {
     print_lost(traceback);
     return;
@@ -143,13 +141,6 @@ void kv_scope_lost_error(kv_scope *s, const char *traceback) {
   *tail = l;
 }
 
-static kv_task *first_live_task(kv_scope *s) {
-  for (kv_task *t = s->tasks; t; t = t->scope_next)
-    if (t->state != KV_TASK_DONE)
-      return t;
-  return NULL;
-}
-
 /*
  * Close s: forget what was deferred on it (the runner has run that),
  * abandon its running tasks, then close its resources newest first.
@@ -159,18 +150,19 @@ static kv_task *first_live_task(kv_scope *s) {
  * Idempotent.
  */
 int kv_scope_close(kv_scope *s, lua_State *L) {
+  assert(s->refs > 0);
   s->refs++;
-  s->closed = 1;
+  s->closed = 1; /* first: what the abandoned tasks open now goes to the root */
   KV_LIST_REMOVE(open_scopes, s, prev, next);
   kv_defer_forget(L, s);
-  kv_task *t;
-  kv_sched_defer(1);
-  while ((t = first_live_task(s)))
-    kv_task_abandon(t);
-  kv_sched_defer(0);
+  if (s->tasks) {
+    assert(end_tasks); /* a task exists only once the scheduler registered it */
+    end_tasks(s);
+  }
   lua_newtable(L);
   int n = take_lost(s, L, 1, 0);
-  for (t = s->tasks; t; t = t->scope_next) {
+  for (kv_task *t = s->tasks; t; t = t->scope_next) {
+    assert(t->state == KV_TASK_DONE); /* end_tasks left none running */
     if (t->end == KV_END_ERROR && !t->observed) {
       t->observed = 1;
       lua_pushstring(L, t->traceback ? t->traceback : "error");

@@ -1,11 +1,15 @@
 /*
- * state.c - the loop and a ready-to-use Lua state.
+ * state.c - a ready-to-use Lua state.
  *
  * A state has the standard libraries, the engine's core functions (sleep,
  * spawn, now, and the internal __kv table), the Lua modules that ship inside
  * the binary as preloads, module paths that find the bindings and fixtures
  * next to the binary (or where `make install` put them), and the coroutine
  * library the deadline guard needs.
+ *
+ * This file assembles what the layers below it provide (core.c, coro.c,
+ * guard.c, modules.c) and is called only from above (host.c, pool.c,
+ * main.c): none of those files calls back into it.
  */
 #include "internal.h"
 
@@ -23,26 +27,6 @@ extern const struct kv_embedded {
   const unsigned char *src;
   size_t len;
 } kv_embedded[];
-
-uv_loop_t *kv_loop(void) { return uv_default_loop(); }
-
-double kv_now(void) { return (double)uv_hrtime() / 1e9; }
-
-int kv_timer_start(uv_timer_t *timer, uv_timer_cb cb, uint64_t timeout_ms) {
-  uv_update_time(timer->loop);
-  return uv_timer_start(timer, cb, timeout_ms, 0);
-}
-
-void kv_free_handle(uv_handle_t *h) { free(h); }
-
-uv_timer_t *kv_timer_new(void *data) {
-  uv_timer_t *timer = malloc(sizeof *timer);
-  if (!timer)
-    abort(); /* as Lua's allocator fails: nothing sensible is left to do */
-  uv_timer_init(kv_loop(), timer);
-  timer->data = data;
-  return timer;
-}
 
 /* The running binary's absolute path, for workers and children. */
 const char *kv_exe_path(void) {
@@ -110,7 +94,7 @@ static void set_paths(lua_State *L) {
                   extra ? extra : "", extra ? ";" : "", dir, dir);
   prepend(L, "path", lua_tostring(L, -1));
   lua_pop(L, 1);
-  kv_modules_install(L);
+  kv_modules_install(L, dir);
 }
 
 lua_State *kv_state_new(void) {
@@ -123,6 +107,7 @@ lua_State *kv_state_new(void) {
   set_paths(L);
   luaL_requiref(L, "__kv", luaopen_kvcore, 1);
   lua_pop(L, 1);
-  kv_guard_install(L);
+  kv_coro_install(L);
+  kv_guard_install();
   return L;
 }

@@ -33,7 +33,11 @@
 size_t kv_supervise_argv(const char **out, const char *ppid, const char *grace, const char *cwd,
                          const char *const *target);
 
-/* The report lines, newline included, into buf (KV_SUPERVISE_REPORT_MAX). */
+/*
+ * The report lines, newline and NUL included, into buf, which has room for
+ * KV_SUPERVISE_REPORT_MAX bytes: kv_supervise_report_pid writes "P <pid>",
+ * kv_supervise_report_error "E <stage> <errno>" (stage: fork, chdir, exec).
+ */
 void kv_supervise_report_pid(char *buf, long pid);
 void kv_supervise_report_error(char *buf, const char *stage, int err);
 

@@ -31,7 +31,7 @@ struct kv_wait {
 };
 
 static lua_State *main_L;
-static kv_task *running;
+static const kv_sched_watcher *watcher; /* the deadline guard's (guard.c) */
 static int deferring; /* > 0: wakes are queued, not delivered (see kv_sched_defer) */
 static kv_task *ready_head, **ready_tail = &ready_head;
 static kv_wait *deferred_head, **deferred_tail = &deferred_head;
@@ -94,8 +94,13 @@ static void ready_remove(kv_task *t) {
   }
 }
 
+/* Scopes end their live tasks through the scheduler (see kv_scope_on_close). */
+static void end_scope_tasks(kv_scope *s) { kv_task_abandon_all(s, NULL); }
+
 void kv_sched_init(lua_State *L) {
+  assert(L && !main_L);
   main_L = L;
+  kv_scope_on_close(end_scope_tasks);
   idle = malloc(sizeof *idle);
   if (!idle)
     abort();
@@ -109,14 +114,17 @@ void kv_sched_close(void) {
   main_L = NULL;
 }
 
-kv_task *kv_task_running(void) { return running; }
+void kv_sched_watch(const kv_sched_watcher *w) { watcher = w; }
 
 /*
  * While on (calls nest), wakes are queued for the idle handle instead of
  * resuming at once: code that abandons several tasks must not have Lua run,
  * and free what it walks, in the middle of its walk.
  */
-void kv_sched_defer(int on) { deferring += on ? 1 : -1; }
+void kv_sched_defer(int on) {
+  deferring += on ? 1 : -1;
+  assert(deferring >= 0); /* each off follows its on */
+}
 
 kv_task *kv_task_of(lua_State *L) { return *(kv_task **)lua_getextraspace(L); }
 
@@ -125,7 +133,7 @@ kv_task *kv_task_of(lua_State *L) { return *(kv_task **)lua_getextraspace(L); }
 kv_wait *kv_wait_new(lua_State *L, const char *who, size_t size, kv_wait_fn cancel,
                      kv_wait_fn dispose) {
   kv_task *t = kv_task_of(L);
-  if (!t || t != running || t->co != L || !lua_isyieldable(L))
+  if (!t || t != kv_task_running() || t->co != L || !lua_isyieldable(L))
     luaL_error(L,
                "%s: cannot wait here: only a test, a hook or a spawn()ed task can wait "
                "(not a coroutine made with coroutine.create/wrap, nor a __close or __gc)",
@@ -163,7 +171,7 @@ void kv_wait_wake(kv_wait *w) {
     wait_free(w);
     return;
   }
-  if (running || deferring || w->woken) {
+  if (kv_task_running() || deferring || w->woken) {
     /* Lua is running: deliver from the loop instead. */
     if (!w->woken) {
       w->woken = 1;
@@ -181,6 +189,7 @@ void kv_wait_wake(kv_wait *w) {
 }
 
 void kv_wait_finish(kv_wait **w, uv_timer_t **timer) {
+  assert(*w && *timer); /* the wait is not over yet */
   kv_wait *wait = *w;
   uv_close((uv_handle_t *)*timer, kv_free_handle);
   *timer = NULL;
@@ -190,6 +199,7 @@ void kv_wait_finish(kv_wait **w, uv_timer_t **timer) {
 
 /* Put w on a list of waiters (a task's, for task:wait and run). */
 void kv_wait_link(kv_wait *w, kv_wait **list) {
+  assert(w && list && !w->pprev); /* on one list at a time */
   w->next = *list;
   if (w->next)
     w->next->pprev = &w->next;
@@ -226,6 +236,7 @@ static void wait_cancel(kv_task *t) {
  * the loop.  The returned task has one reference, held until it ends.
  */
 kv_task *kv_task_new(lua_State *L, kv_scope *scope, int nargs) {
+  assert(main_L && nargs >= 0 && lua_gettop(L) > nargs); /* the function is below its arguments */
   kv_task *t = calloc(1, sizeof *t);
   if (!t)
     luaL_error(L, "out of memory");
@@ -264,9 +275,11 @@ void kv_task_release(kv_task *t) {
 }
 
 static void task_finish(kv_task *t, enum kv_task_end end) {
+  assert(t->state != KV_TASK_DONE && end != KV_END_NONE);
   t->state = KV_TASK_DONE;
   t->end = end;
-  kv_guard_task_done(t);
+  if (watcher)
+    watcher->ended(t);
   while (t->waiters) {
     kv_wait *w = t->waiters;
     kv_wait_unlink(w);
@@ -286,15 +299,23 @@ static void task_failed(kv_task *t) {
   task_finish(t, KV_END_ERROR);
 }
 
+/* The deadline hook yielded t: the guard decides; t goes on unless it ended. */
+static void task_hooked(kv_task *t) {
+  t->refs++; /* the guard may abandon t, and with it the last reference */
+  if (watcher)
+    watcher->hooked(t);
+  if (t->state != KV_TASK_DONE)
+    ready_push(t);
+  kv_task_release(t);
+}
+
 static void task_resume(kv_task *t) {
-  assert(!running);
+  assert(!kv_task_running() && t->state != KV_TASK_DONE);
   int nargs = t->nargs, nres = 0;
   t->nargs = 0;
-  running = t;
-  lua_State *prev = kv_guard_enter(t->co);
+  kv_running prev = kv_running_enter(t, t->co);
   int st = lua_resume(t->co, NULL, nargs, &nres);
-  kv_guard_leave(prev);
-  running = NULL;
+  kv_running_leave(prev);
   if (st == LUA_OK) {
     t->nresults = nres;
     task_finish(t, KV_END_OK);
@@ -302,7 +323,7 @@ static void task_resume(kv_task *t) {
     task_failed(t);
   } else if (t->state == KV_TASK_HOOKED) {
     lua_pop(t->co, nres);
-    kv_guard_hooked(t);
+    task_hooked(t);
   } else if (t->wait) {
     lua_pop(t->co, nres);
   } else {
@@ -314,9 +335,6 @@ static void task_resume(kv_task *t) {
   }
 }
 
-/* The deadline hook yielded t; resume it later unless the guard abandons it. */
-void kv_task_requeue(kv_task *t) { ready_push(t); }
-
 /*
  * Abandon t: cancel its wait, close its thread (pending to-be-closed
  * variables are closed; the hook raises in them if they spin), and wake those
@@ -325,6 +343,7 @@ void kv_task_requeue(kv_task *t) { ready_push(t); }
 void kv_task_abandon(kv_task *t) {
   if (t->state == KV_TASK_DONE)
     return;
+  assert(t != kv_task_running()); /* a thread cannot be closed while it runs */
   ready_remove(t);
   wait_cancel(t);
   t->refs++; /* closing the thread may run Lua that drops the last handle */
@@ -334,12 +353,30 @@ void kv_task_abandon(kv_task *t) {
   kv_task_release(t);
 }
 
+/* The first task of s that is still live and is not `except`. */
+static kv_task *first_live(kv_scope *s, kv_task *except) {
+  for (kv_task *t = s->tasks; t; t = t->scope_next)
+    if (t->state != KV_TASK_DONE && (!except || t != except))
+      return t;
+  return NULL;
+}
+
+void kv_task_abandon_all(kv_scope *s, kv_task *except) {
+  kv_sched_defer(1);
+  s->refs++; /* the last task's release must not free s under the walk */
+  for (kv_task *t; (t = first_live(s, except));)
+    kv_task_abandon(t); /* the list may change: walk again from its head */
+  kv_scope_unref(s);
+  kv_sched_defer(0);
+}
+
 /*
  * Push t's outcome onto L: for an OK task, true followed by its results; for
  * an error, false, the error value and the traceback; for an abandoned task,
  * false, "abandoned".  Returns the number of values pushed.
  */
 int kv_task_push_outcome(kv_task *t, lua_State *L) {
+  assert(t->state == KV_TASK_DONE && t->end != KV_END_NONE);
   lua_State *co = t->co;
   t->observed = 1;
   switch (t->end) {
