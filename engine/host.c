@@ -33,8 +33,7 @@ static uv_signal_t *watch_signal(struct kv_host *h, int signum) {
   return s;
 }
 
-void kv_host_open(struct kv_host *h, const char *artifacts) {
-  (void)artifacts; /* each test's folder is the runner's to know, not the root scope's */
+void kv_host_open(struct kv_host *h) {
   signal(SIGPIPE, SIG_IGN);
   h->L = kv_state_new();
   h->root = kv_scope_new();

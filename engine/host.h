@@ -17,10 +17,9 @@ struct kv_host {
 /*
  * Fill h: a new Lua state (h->L), the root scope, the scheduler, and
  * watchers that stop the loop on SIGINT and SIGTERM (h->signalled).  One
- * host per process at a time; kv_host_close undoes it all.  `artifacts` is
- * not used: each test's folder is the runner's to know.
+ * host per process at a time; kv_host_close undoes it all.
  */
-void kv_host_open(struct kv_host *h, const char *artifacts);
+void kv_host_open(struct kv_host *h);
 
 /*
  * Start the function below nargs arguments on top of h->L as the main

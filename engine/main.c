@@ -55,7 +55,7 @@ static int worker_main(int argc, char **argv) {
   if (o.target)
     setenv("KVENGINE_TARGET", o.target, 1);
   struct kv_host h;
-  kv_host_open(&h, "");
+  kv_host_open(&h);
   lua_State *L = h.L;
   lua_getglobal(L, "require");
   lua_pushliteral(L, "runner");
@@ -87,7 +87,7 @@ static int worker_main(int argc, char **argv) {
 /* Run script with args[0..nargs) on the loop; `arg` holds them, as in lua(1). */
 static int serve_script(const char *script, int nargs, char **args) {
   struct kv_host h;
-  kv_host_open(&h, "");
+  kv_host_open(&h);
   lua_State *L = h.L;
   lua_createtable(L, nargs, 1);
   lua_pushstring(L, script);

@@ -290,7 +290,7 @@ function FileRun:test_in_scope(t, started)
   math.randomseed(derive_seed(self.seed, t.name))
   local cur = self.reg.current
   local limit = t.opts.timeout or self.opts.timeout
-  local scope = __kv.scope(t.name, cur.dir)
+  local scope = __kv.scope()
   local o = self:test_body(t, started + limit, limit, scope)
   local gap = gap_of(t)
   if failed(o) and not (gap and known_gap.expected(gap, o)) then
