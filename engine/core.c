@@ -425,6 +425,7 @@ static const luaL_Reg internal_funcs[] = {{"run", l_run},
                                           {"file_deadline", l_file_deadline},
                                           {"take_deferred", l_take_deferred},
                                           {"check_options", kv_l_check_options},
+                                          {"timeout", kv_l_timeout},
                                           {NULL, NULL}};
 
 static const luaL_Reg global_funcs[] = {

@@ -325,6 +325,13 @@ int kv_l_drain(lua_State *L);
  */
 int kv_l_check_options(lua_State *L);
 
+/*
+ * timeout(fname, opts [, default]) -> seconds or nil, for Lua: the one
+ * timeout rule (engine.h), raising as kv_opt_timeout does; without a
+ * default, nil where opts gives no timeout (timeout.c).
+ */
+int kv_l_timeout(lua_State *L);
+
 /* ---------------------------------------------- core.c: the Lua functions */
 
 /*

@@ -39,18 +39,27 @@ static double time_scale(lua_State *L) {
   return kept = scale;
 }
 
-/* Raise: the value at the top is not a timeout; say what one is. */
+/* Raise: the value at the top is not a timeout; say what one is (and the
+ * default, where the call has one: dflt > 0). */
 static int refuse(lua_State *L, const char *fname, double dflt) {
-  return luaL_error(L,
-                    "%s: timeout = %s: a timeout is a number of seconds >= 0 "
-                    "(0: poll, nil: the default, %d s times engine.time_scale())",
-                    fname, luaL_tolstring(L, -1, NULL), (int)dflt);
+  if (dflt > 0)
+    return luaL_error(L,
+                      "%s: timeout = %s: a timeout is a number of seconds >= 0 "
+                      "(0: poll, nil: the default, %g s times engine.time_scale())",
+                      fname, luaL_tolstring(L, -1, NULL), dflt);
+  return luaL_error(
+      L, "%s: timeout = %s: a timeout is a number of seconds >= 0 (0: poll, nil: the default)",
+      fname, luaL_tolstring(L, -1, NULL));
 }
 
-double kv_opt_timeout(lua_State *L, int idx, const char *fname, double dflt) {
-  assert(dflt > 0 && isfinite(dflt));
+/*
+ * The rule itself, for kv_opt_timeout and __kv.timeout: the timeout at idx
+ * (0: the call has no options), or -1 where none is given; raises as
+ * kv_opt_timeout says.  dflt > 0 is named in the message, 0 is "none".
+ */
+static double given_timeout(lua_State *L, int idx, const char *fname, double dflt) {
   if (idx == 0 || lua_isnoneornil(L, idx))
-    return dflt * time_scale(L);
+    return -1;
   idx = lua_absindex(L, idx);
   if (lua_type(L, idx) == LUA_TNUMBER) /* the positional form */
     luaL_error(L, "%s: a timeout is an option now: pass {timeout = %s}, not %s", fname,
@@ -58,7 +67,7 @@ double kv_opt_timeout(lua_State *L, int idx, const char *fname, double dflt) {
   luaL_checktype(L, idx, LUA_TTABLE);
   if (lua_getfield(L, idx, "timeout") == LUA_TNIL) {
     lua_pop(L, 1);
-    return dflt * time_scale(L);
+    return -1;
   }
   double t = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
   if (!(t >= 0 && isfinite(t))) /* refuses NaN too */
@@ -67,10 +76,39 @@ double kv_opt_timeout(lua_State *L, int idx, const char *fname, double dflt) {
   return t < LONGEST ? t : LONGEST;
 }
 
+double kv_opt_timeout(lua_State *L, int idx, const char *fname, double dflt) {
+  assert(dflt > 0 && isfinite(dflt));
+  double t = given_timeout(L, idx, fname, dflt);
+  return t >= 0 ? t : dflt * time_scale(L);
+}
+
 const char *const kv_timeout_keys[] = {"timeout", NULL};
 
 double kv_timeout_arg(lua_State *L, int idx, const char *fname, double dflt) {
   if (idx != 0 && lua_type(L, idx) == LUA_TTABLE)
     kv_check_options(L, idx, fname, kv_timeout_keys);
   return kv_opt_timeout(L, idx, fname, dflt);
+}
+
+/*
+ * __kv.timeout(fname, opts [, default]) -> seconds or nil: the rule for a
+ * Lua library's own waits (engine.timeout), so that it is written once.
+ * With a default (> 0), as kv_opt_timeout; without, nil where opts gives
+ * no timeout (a check of an options table that may hold one).
+ */
+int kv_l_timeout(lua_State *L) {
+  const char *fname = luaL_checkstring(L, 1);
+  double dflt = luaL_optnumber(L, 3, 0);
+  luaL_argcheck(L, dflt >= 0 && isfinite(dflt), 3, "a default is a number of seconds > 0");
+  int idx = lua_isnoneornil(L, 2) ? 0 : 2;
+  if (dflt > 0) {
+    lua_pushnumber(L, kv_opt_timeout(L, idx, fname, dflt));
+    return 1;
+  }
+  double t = given_timeout(L, idx, fname, 0);
+  if (t < 0)
+    lua_pushnil(L);
+  else
+    lua_pushnumber(L, t);
+  return 1;
 }

@@ -63,6 +63,15 @@ function engine.defer(fn) end
 ---@return T
 function engine.check_options(fname, t, keys, level) end
 
+---The bindings' one timeout rule, for a library's own waits: opts.timeout in seconds
+---(0 polls); nil gives default times engine.time_scale(), or nil without a default.
+---Raises, naming fname, on a bare number, a negative or a non-number timeout.
+---@param fname string  the function whose options these are, for the message
+---@param opts? {timeout?: number}
+---@param default? number  seconds, before the time scale
+---@return number?
+function engine.timeout(fname, opts, default) end
+
 ---Mark the calling file as a helper: failures raised through it point at the scenario
 ---line that called it.
 function engine.helper() end

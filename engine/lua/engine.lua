@@ -18,6 +18,10 @@
 --     engine.test_name() -> its name ("" outside a test);
 --     engine.file_name() -> the scenario file this worker runs ("" outside).
 --   engine.time_scale() -> the factor for default waits (KVENGINE_TIME_SCALE).
+--   engine.timeout(fname, opts [, default]) -> seconds: the bindings' one
+--     timeout rule for a library's own waits (opts.timeout; nil: default
+--     seconds times time_scale(), or nil without a default; 0 polls); raises
+--     on a bare number, a negative or a non-number timeout, naming fname.
 --   engine.target() -> the run's target, or nil; engine.declare_target(name)
 --     says which one the fixture layer picked when none was named.
 --   engine.declare_version(component, version): what a driver started, for
@@ -58,6 +62,7 @@ function engine.spawn_in(scope, fn, ...) return __kv.spawn_in(scope, fn, ...) en
 function engine.defer(fn) return __kv.scope_current():defer(fn) end
 
 engine.check_options = __kv.check_options
+engine.timeout = __kv.timeout
 
 function engine.helper()
   failure.helper(debug.getinfo(2, "S").source)
