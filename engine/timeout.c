@@ -45,7 +45,7 @@ static int refuse(lua_State *L, const char *fname, double dflt) {
   if (dflt > 0)
     return luaL_error(L,
                       "%s: timeout = %s: a timeout is a number of seconds >= 0 "
-                      "(0: poll, nil: the default, %g s times engine.time_scale())",
+                      "(0: poll, nil: the default, %f s times engine.time_scale())",
                       fname, luaL_tolstring(L, -1, NULL), dflt);
   return luaL_error(
       L, "%s: timeout = %s: a timeout is a number of seconds >= 0 (0: poll, nil: the default)",
