@@ -15,6 +15,7 @@
 
 #include <assert.h>
 #include <math.h>
+#include <stdio.h>
 
 /* Longer timeouts are cut to this, so that milliseconds fit a uint64_t. */
 #define LONGEST 1e9
@@ -42,14 +43,12 @@ static double time_scale(lua_State *L) {
 /* Raise: the value at the top is not a timeout; say what one is (and the
  * default, where the call has one: dflt > 0). */
 static int refuse(lua_State *L, const char *fname, double dflt) {
+  char deflt[64] = "";
   if (dflt > 0)
-    return luaL_error(L,
-                      "%s: timeout = %s: a timeout is a number of seconds >= 0 "
-                      "(0: poll, nil: the default, %f s times engine.time_scale())",
-                      fname, luaL_tolstring(L, -1, NULL), dflt);
+    snprintf(deflt, sizeof deflt, ", %g s times engine.time_scale()", dflt);
   return luaL_error(
-      L, "%s: timeout = %s: a timeout is a number of seconds >= 0 (0: poll, nil: the default)",
-      fname, luaL_tolstring(L, -1, NULL));
+      L, "%s: timeout = %s: a timeout is a number of seconds >= 0 (0: poll, nil: the default%s)",
+      fname, luaL_tolstring(L, -1, NULL), deflt);
 }
 
 /*
