@@ -208,14 +208,24 @@ static int scoperef_open(lua_State *L) {
 
 /* ------------------------------------------------------------------ defer */
 
-/* scope:defer(fn): fn runs when the scope ends, however its test ends (defer.c). */
-static int scoperef_defer(lua_State *L) {
+/*
+ * The scope behind the scope handle at argument 1, given a function at
+ * argument 2: raises, naming `what`, when the scope has ended, since
+ * nothing may be added to a scope that is over.
+ */
+static kv_scope *open_scope_arg(lua_State *L, const char *what) {
   kv_scope **ud = luaL_checkudata(L, 1, SCOPEREF_MT);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   if (!*ud || (*ud)->closed)
-    return luaL_error(L, "defer: that scope has ended (its test or file is over)");
+    luaL_error(L, "%s: that scope has ended (its test or file is over)", what);
+  return *ud;
+}
+
+/* scope:defer(fn): fn runs when the scope ends, however its test ends (defer.c). */
+static int scoperef_defer(lua_State *L) {
+  kv_scope *s = open_scope_arg(L, "defer");
   lua_settop(L, 2);
-  kv_defer_add(L, *ud);
+  kv_defer_add(L, s);
   return 0;
 }
 
@@ -240,11 +250,8 @@ static int l_scope_current(lua_State *L) {
 
 /* __kv.spawn_in(scope, fn, ...) -> task: what fn opens belongs to that scope. */
 static int l_spawn_in(lua_State *L) {
-  kv_scope **ud = luaL_checkudata(L, 1, SCOPEREF_MT);
-  luaL_checktype(L, 2, LUA_TFUNCTION);
-  if (!*ud || (*ud)->closed)
-    return luaL_error(L, "spawn_in: that scope has ended (its test or file is over)");
-  kv_task *t = kv_task_new(L, *ud, lua_gettop(L) - 2);
+  kv_scope *s = open_scope_arg(L, "spawn_in");
+  kv_task *t = kv_task_new(L, s, lua_gettop(L) - 2);
   push_task(L, t);
   return 1;
 }
