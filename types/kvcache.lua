@@ -158,6 +158,7 @@
 ---@field messages? table[]  a chat's messages
 ---@field model? string  default the stack's
 ---@field max_tokens? integer  default 1
+---@field group? string  a pod: the load goes to its group; required on a stack of several
 ---@field timeout? number  seconds a request; default 30
 
 -- -------------------------------------------------------------------- data
