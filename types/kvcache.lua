@@ -94,6 +94,7 @@
 ---@field prompt? string
 ---@field messages? {role: string, content: string|table}[]
 ---@field headers? table<string, string>
+---@field group? string  a pod: the request goes to its group (engine and namespace); required on a stack of several
 ---@field timeout? number
 ---@field request_id? string  default a fresh one
 ---@field max_tokens? integer
@@ -157,6 +158,7 @@
 ---@field messages? table[]  a chat's messages
 ---@field model? string  default the stack's
 ---@field max_tokens? integer  default 1
+---@field group? string  a pod: the load goes to its group; required on a stack of several
 ---@field timeout? number  seconds a request; default 30
 
 -- -------------------------------------------------------------------- data
@@ -243,6 +245,11 @@ function KvStack:pod(name) end
 
 ---@return KvPod[]
 function KvStack:pods() end
+
+---The stack's groups of pods, one per engine and namespace, each its own
+---ModelServer: a request reaches the pods of one group only.
+---@return {key: string, engine: string, namespace: string, pods: string[]}[]
+function KvStack:groups() end
 
 ---The endpoints, as `kvengine up --json` prints them.
 ---@return {target: string, model: string, namespace: string, router: string, metrics: string, debug: string?, redis: {host: string?, port: integer?}, pods: KvPod[], logs: string}

@@ -211,6 +211,19 @@ return {
     replace = [[  vllm = { waiting = "vllm:num_requests_running", running = "vllm:num_requests_running" },]],
     kthena = "pkg/kthena-router/backend/vllm/metrics.go:29-30", tests = { "scenarios/least_request_boundary.lua" } },
 
+  -- ---------------------------------------------------------------- ROUTE
+  { name = "rule-headers-ignored", rule = "ROUTE-1", file = "fixtures/router/routes.lua",
+    what = "a ModelRoute rule matches whatever the request's headers: the first route takes every group's requests",
+    find = "    if not header_holds(sm, headers[name] or \"\") then return false end",
+    replace = "    if false then return false end",
+    kthena = "pkg/kthena-router/datastore/store.go:1534-1575", tests = { "fixtures/tests/router.lua" } },
+  { name = "candidates-every-pod", rule = "ROUTE-2", file = "fixtures/router/routes.lua",
+    what = "a request's candidates are every pod, not the pods of the one ModelServer its route picked",
+    find = "    if ms.every_pod or (p.namespace == ms.namespace and p.engine:lower() == ms.engine) then",
+    replace = "    if true then",
+    kthena = "pkg/kthena-router/router/router.go:498,634,731-742",
+    tests = { "scenarios/model_server_groups.lua" } },
+
   -- ---------------------------------------------------------------- RETRY
   { name = "no-upstream-retry", rule = "RETRY-1", file = "fixtures/router/proxy.lua",
     what = "a failed upstream is not retried on the next best pod",
@@ -266,9 +279,9 @@ return {
     what = "\"messages\": {} is read as an empty conversation instead of a missing prompt",
     find = [[  if not view:is_array(doc.messages, "messages") then return nil end]], replace = "",
     kthena = "pkg/kthena-router/utils/utils.go:56-60", tests = { "fixtures/tests/router.lua" } },
-  { name = "route-always-found", rule = "ERR-4", file = "fixtures/router/inference.lua",
-    what = "a model no pod serves is scheduled anyway",
-    find = "  if not store.has_model(parsed.model) then", replace = "  if false then",
+  { name = "route-always-found", rule = "ERR-4", file = "fixtures/router/routes.lua",
+    what = "a model no route takes (no pod serves it) is scheduled anyway",
+    find = "    if takes(o, route, model, pods) then", replace = "    if true then",
     kthena = "pkg/kthena-router/router/router.go:575-581", tests = { "fixtures/tests/router.lua" } },
   { name = "tokenize-error-uncounted", rule = "ERR-5", file = "fixtures/router/kvcache_aware.lua",
     what = "a tokenize failure is not counted in errors_total",

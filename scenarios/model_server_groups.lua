@@ -1,0 +1,63 @@
+-- model_server_groups.lua - pods of different namespaces or engines serve
+-- the same model from ModelServers of their own: a request is routed among
+-- its group's pods by its group's cache, and never to another group.
+--
+-- What it proves: Kthena picks one ModelRoute for a request, one target
+-- ModelServer of the route's matching rule, and weighs only that
+-- ModelServer's pods; a ModelServer has one engine and selects pods of its
+-- namespace. With two namespaces (or two engines) serving one model, each
+-- group its own ModelServer and the route sending a request to a group by a
+-- header (stacks/kthena_objects.lua), the cache decides within the group: a
+-- prompt cached on one of its pods is routed there; and a prompt cached only
+-- on another group's pod does not pull the request across.
+--
+-- Why it matters: teams deploy the same model in their own namespaces, and
+-- a cluster may run a model on vLLM and on SGLang side by side. Their
+-- runtimes write the same Redis keys (same model, same blocks), told apart
+-- only by the owner field <pod>.<namespace>; a request must still stay with
+-- the pods its route chose.
+--
+-- Requests name their group with group = <a pod of it> (the library sends
+-- the route's group header); expect_routed sends to its pod's group.
+
+local kvcache = require("kvcache")
+
+-- The claims on one stack whose pods form two groups: {a1, a2} and {b1, b2}.
+local function claims(s)
+  local here, here_tokens = s:prompt(4, { tag = "here", pod = "a2" })
+  s:inject("a2", kvcache.stored { tokens = here_tokens })
+  s:expect_owner { tokens = here_tokens, pod = "a2", blocks = 4 }
+  s:expect_routed { prompt = here, pod = "a2", n = 3, max_tokens = 1 }
+
+  local there, there_tokens = s:prompt(4, { tag = "there", pod = "b2" })
+  s:inject("b2", kvcache.stored { tokens = there_tokens })
+  s:expect_owner { tokens = there_tokens, pod = "b2", blocks = 4 }
+  s:expect_routed { prompt = there, pod = "b2", n = 3, max_tokens = 1 }
+
+  -- b2 holds every block of `there`; a request for a1's group stays in it.
+  local t = s:route { prompt = there, group = "a1", n = 6, max_tokens = 1 }
+  expect(t.errors):eq(0, "every request to a1's group should be served by a1 or a2: " .. tostring(t))
+  expect(t:count("a1") + t:count("a2")):eq(6, string.format("b2 caches the whole prompt, yet it is not of a1's "
+    .. "group: its ModelServer's pods a1 and a2 only should serve requests sent to that group (%s)", tostring(t)))
+  for _, r in ipairs(t.results) do
+    if r.decision then
+      for _, c in ipairs(r.decision.candidates or {}) do
+        expect(c == "a1" or c == "a2"):eq(true, string.format("request %s to a1's group had %s among its "
+          .. "candidates: the router should weigh only the pods of the one ModelServer its route picked",
+          r.request_id, c))
+      end
+    end
+  end
+end
+
+test("pods of two namespaces: each namespace's requests follow its own pods' cache", function()
+  local s <close> = kvcache.stack { pods = { { name = "a1" }, { name = "a2" },
+    { name = "b1", namespace = "team-b" }, { name = "b2", namespace = "team-b" } } }
+  claims(s)
+end)
+
+test("vLLM and SGLang pods of one namespace: each engine's requests follow its own pods' cache", function()
+  local s <close> = kvcache.stack { pods = { { name = "a1" }, { name = "a2" },
+    { name = "b1", engine = "sglang" }, { name = "b2", engine = "sglang" } } }
+  claims(s)
+end)
