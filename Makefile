@@ -95,10 +95,24 @@ $(BUILD)/lib/$(1).so: $(patsubst %.c,$(BUILD)/obj/%.o,bindings/$(1).c $(wildcard
 endef
 $(foreach m,$(MODULES),$(eval $(call module_rule,$(m))))
 
-# The Lua half of the engine ships inside the binary.
-$(BUILD)/gen/embedded.c: $(LUA_SRC) ci/embed.sh
+# The Lua half of the engine ships inside the binary, as Lua bytecode:
+# every process loads its modules at start, and undumping a chunk costs a
+# tenth of compiling its source (`make bench`, engine start).  luac5.4 ships
+# with lua5.4, the same release as the library the engine links; the chunks
+# keep their debug information, so errors and tracebacks still name
+# engine/lua/<module>.lua and its lines.  Without luac5.4 the sources
+# themselves are embedded (luaL_loadbuffer takes either).
+LUAC     ?= $(shell command -v luac5.4 2>/dev/null)
+LUA_EMBED = $(if $(LUAC),$(patsubst engine/lua/%,$(BUILD)/luac/%,$(LUA_SRC)),$(LUA_SRC))
+
+# A compiled chunk keeps its module's name (ci/embed.sh names each by its file).
+$(BUILD)/luac/%.lua: engine/lua/%.lua
 	@mkdir -p $(dir $@)
-	sh ci/embed.sh $(LUA_SRC) > $@
+	$(LUAC) -o $@ $<
+
+$(BUILD)/gen/embedded.c: $(LUA_EMBED) ci/embed.sh
+	@mkdir -p $(dir $@)
+	sh ci/embed.sh $(LUA_EMBED) > $@
 
 # Installs the Debian packages when a library or tool is missing.
 deps:
