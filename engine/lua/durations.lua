@@ -39,10 +39,12 @@ local function cache_file()
   return dir .. "/kvengine/durations"
 end
 
--- {["<target>\t<absolute path>"] = seconds} from the cache's text.
+-- {["<target>\t<absolute path>"] = seconds} from the cache's text.  A
+-- target's name has no tab, so the key's first tab ends it: the pattern
+-- never backtracks (the cache may hold thousands of lines).
 local function parse(text)
   local known = {}
-  for secs, key in text:gmatch("([%d.]+)\t([^\n]*\t[^\n]+)") do known[key] = tonumber(secs) end
+  for secs, key in text:gmatch("([%d.]+)\t([^\t\n]*\t[^\n]+)") do known[key] = tonumber(secs) end
   return known
 end
 
