@@ -130,6 +130,10 @@ FUZZ_TARGETS = $(BUILD)/fuzz/fuzz_events $(BUILD)/fuzz/fuzz_http
 
 # With Go on PATH the kthena target's programs are built first, so its tests
 # run (fixtures/tests/kthena_*.lua); without Go they are skipped, saying why.
+# -j 2, not the default 4 per core: besides the scenarios, the tests time
+# their own stacks and fakes (fixtures/tests/kvcache.lua's start in about a
+# second, stack_kind.lua's namespace still terminating), and 8 workers on 2
+# shared cores failed two of them under load where -j 2 passed.
 test: deps
 	@$(MAKE) --no-print-directory all $(FUZZ_TARGETS)
 	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build kthena-test; \
