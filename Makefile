@@ -95,10 +95,24 @@ $(BUILD)/lib/$(1).so: $(patsubst %.c,$(BUILD)/obj/%.o,bindings/$(1).c $(wildcard
 endef
 $(foreach m,$(MODULES),$(eval $(call module_rule,$(m))))
 
-# The Lua half of the engine ships inside the binary.
-$(BUILD)/gen/embedded.c: $(LUA_SRC) ci/embed.sh
+# The Lua half of the engine ships inside the binary, as Lua bytecode:
+# every process loads its modules at start, and undumping a chunk costs a
+# tenth of compiling its source (`make bench`, engine start).  luac5.4 ships
+# with lua5.4, the same release as the library the engine links; the chunks
+# keep their debug information, so errors and tracebacks still name
+# engine/lua/<module>.lua and its lines.  Without luac5.4 the sources
+# themselves are embedded (luaL_loadbuffer takes either).
+LUAC     ?= $(shell command -v luac5.4 2>/dev/null)
+LUA_EMBED = $(if $(LUAC),$(patsubst engine/lua/%,$(BUILD)/luac/%,$(LUA_SRC)),$(LUA_SRC))
+
+# A compiled chunk keeps its module's name (ci/embed.sh names each by its file).
+$(BUILD)/luac/%.lua: engine/lua/%.lua
 	@mkdir -p $(dir $@)
-	sh ci/embed.sh $(LUA_SRC) > $@
+	$(LUAC) -o $@ $<
+
+$(BUILD)/gen/embedded.c: $(LUA_EMBED) ci/embed.sh
+	@mkdir -p $(dir $@)
+	sh ci/embed.sh $(LUA_EMBED) > $@
 
 # Installs the Debian packages when a library or tool is missing.
 deps:
@@ -116,15 +130,23 @@ FUZZ_TARGETS = $(BUILD)/fuzz/fuzz_events $(BUILD)/fuzz/fuzz_http
 
 # With Go on PATH the kthena target's programs are built first, so its tests
 # run (fixtures/tests/kthena_*.lua); without Go they are skipped, saying why.
+# -j 2, not the default 4 per core: besides the scenarios, the tests time
+# their own stacks and fakes (fixtures/tests/kvcache.lua's start in about a
+# second, stack_kind.lua's namespace still terminating), and 8 workers on 2
+# shared cores failed two of them under load where -j 2 passed.
 test: deps
 	@$(MAKE) --no-print-directory all $(FUZZ_TARGETS)
 	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build kthena-test; \
 	else echo "make test: no Go on PATH: the kthena target's tests are skipped (install Go, see fixtures/kthena/go.mod)"; fi
 	KVENGINE_FUZZ_DIR=$(BUILD)/fuzz $(KVENGINE) -j 2 --junit $(BUILD)/junit.xml $(TEST_PATHS)
 
+# The engine's default parallelism (4 workers per core, longest file first):
+# a scenario file mostly waits on its stack's processes and on Kthena's own
+# time budgets, so on 2 idle cores the suite ends in about the time of its
+# longest file, tokenizer_failure.lua (13 s), where -j 2 took 33 s.
 e2e-kvcache: deps
 	@$(MAKE) --no-print-directory all
-	$(KVENGINE) -j 2 --junit $(BUILD)/e2e-kvcache.xml --html $(BUILD)/e2e-kvcache.html $(SUITE)
+	$(KVENGINE) --junit $(BUILD)/e2e-kvcache.xml --html $(BUILD)/e2e-kvcache.html $(SUITE)
 
 # The kthena target's programs (ci/kthena/build.sh: needs Go): Kthena's router
 # as pinned in fixtures/kthena/go.mod, or built from KTHENA_DIR (a checkout)

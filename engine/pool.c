@@ -485,7 +485,7 @@ int kv_pool_main(struct kv_options *o) {
   if (!o->seed)
     o->seed = pick_seed();
   pool.L = kv_state_new();
-  if (call_lua("engine", "time_scale", NULL) < 0)
+  if (call_lua("time_scale", "read", NULL) < 0)
     return 2;
   lua_pop(pool.L, 1);
   if (o->target)

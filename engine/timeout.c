@@ -21,18 +21,18 @@
 #define LONGEST 1e9
 
 /*
- * engine.time_scale(): read where it is defined, so there is one reading,
- * and kept (the environment does not change under a run; http.load reads
- * it for each of thousands of requests).
+ * engine.time_scale(): read where it is defined (engine/lua/time_scale.lua),
+ * so there is one reading, and kept (the environment does not change under
+ * a run; http.load reads it for each of thousands of requests).
  */
 static double time_scale(lua_State *L) {
   static double kept;
   if (kept > 0)
     return kept;
   lua_getglobal(L, "require");
-  lua_pushliteral(L, "engine");
+  lua_pushliteral(L, "time_scale");
   lua_call(L, 1, 1);
-  lua_getfield(L, -1, "time_scale");
+  lua_getfield(L, -1, "read");
   lua_call(L, 0, 1);
   double scale = lua_tonumber(L, -1);
   lua_pop(L, 2);

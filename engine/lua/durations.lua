@@ -11,10 +11,20 @@
 -- it does not know starts before those it does (it may be long), and two
 -- runs that end at once may lose each other's figures. KVENGINE_DURATIONS
 -- names another file, or "off" to neither read nor write one.
+--
+-- The file is shared by every checkout the user runs (a thousand lines is
+-- common) and a run of one file is the engine's whole start, so a run whose
+-- figures hardly moved leaves it alone: it finds its own lines by a plain
+-- search and writes nothing, where a rewrite would parse every line and
+-- look up every file it names.  A figure moves when it changes by more
+-- than SETTLED seconds and more than SETTLED_PART of itself: less never
+-- changes which file should start first.
 
 local fs = require("fs")
 
 local M = {}
+
+local SETTLED, SETTLED_PART = 0.1, 0.2
 
 local function cache_file()
   local named = os.getenv("KVENGINE_DURATIONS")
@@ -29,16 +39,37 @@ local function cache_file()
   return dir .. "/kvengine/durations"
 end
 
--- {["<target>\t<absolute path>"] = seconds} as last written; {} when there
--- is none.
-local function load(file)
+-- {["<target>\t<absolute path>"] = seconds} from the cache's text.  A
+-- target's name has no tab, so the key's first tab ends it: the pattern
+-- never backtracks (the cache may hold thousands of lines).
+local function parse(text)
   local known = {}
-  local text = file and fs.read(file)
-  for secs, key in (text or ""):gmatch("([%d.]+)\t([^\n]*\t[^\n]+)") do known[key] = tonumber(secs) end
+  for secs, key in text:gmatch("([%d.]+)\t([^\t\n]*\t[^\n]+)") do known[key] = tonumber(secs) end
   return known
 end
 
+-- The cache's text; "" when there is none.
+local function read(file) return file and fs.read(file) or "" end
+
 local function key_of(target, path) return (target or "") .. "\t" .. (__kv.realpath(path) or path) end
+
+-- The seconds the line "<seconds>\t<key>\n" of text holds, or nil.
+local function figure_of(text, key)
+  local at = text:find("\t" .. key .. "\n", 1, true)
+  if not at then return nil end
+  local from = at
+  while from > 1 and text:byte(from - 1) ~= 10 do from = from - 1 end
+  return tonumber(text:sub(from, at - 1))
+end
+
+-- Whether a figure of `took` is new to text or moved (see SETTLED).
+local function moved(text, took, target)
+  for path, secs in pairs(took) do
+    local old = figure_of(text, key_of(target, path))
+    if not old or math.abs(secs - old) > math.max(SETTLED, SETTLED_PART * old) then return true end
+  end
+  return false
+end
 
 local function exists(path)
   local f = io.open(path, "rb")
@@ -50,7 +81,7 @@ end
 -- files): those without a figure first, then the known ones longest first;
 -- ties keep the order given.
 function M.launch_order(files, target)
-  local known = load(cache_file())
+  local known = parse(read(cache_file()))
   local order, secs = {}, {}
   for i, f in ipairs(files) do
     order[i] = i
@@ -64,11 +95,14 @@ function M.launch_order(files, target)
 end
 
 -- Keep `took` ({[path as given] = seconds}, on `target`) over the earlier
--- figures; the figures of files that no longer exist are dropped.
+-- figures when one of them moved; the figures of files that no longer exist
+-- are dropped then.
 function M.record(took, target)
   local file = cache_file()
   if not file or next(took) == nil then return end
-  local known = load(file)
+  local text = read(file)
+  if not moved(text, took, target) then return end
+  local known = parse(text)
   for path, secs in pairs(took) do known[key_of(target, path)] = secs end
   local lines = {}
   for key, secs in pairs(known) do

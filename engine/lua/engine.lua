@@ -85,19 +85,9 @@ function engine.test_name()
 end
 
 
--- The one reading of KVENGINE_TIME_SCALE: unset or empty is 1, a number > 0
--- is itself, anything else an error naming the variable (the parent checks
--- it before any file runs, so a run never starts with a bad value).
-function engine.time_scale()
-  local raw = os.getenv("KVENGINE_TIME_SCALE")
-  if raw == nil or raw == "" then return 1 end
-  local scale = tonumber(raw)
-  if not scale or scale <= 0 or scale == math.huge then
-    error(string.format("KVENGINE_TIME_SCALE=%s: the time scale is a number > 0 that multiplies "
-      .. "default waits (e.g. 4 on a slow machine)", raw), 2)
-  end
-  return scale
-end
+-- KVENGINE_TIME_SCALE's one reading (time_scale.lua): the parent checks it
+-- before any file runs, so a run never starts with a bad value.
+engine.time_scale = require("time_scale").read
 
 local named_target = os.getenv("KVENGINE_TARGET")
 if named_target == "" then named_target = nil end

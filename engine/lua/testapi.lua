@@ -14,6 +14,7 @@
 local failure = require("failure")
 local expect = require("expect")
 local known_gap = require("known_gap")
+local time_scale = require("time_scale").read
 
 local M = {}
 
@@ -27,9 +28,6 @@ local DEFAULT_INTERVAL = 0.05
 local TEST_OPTIONS = { "timeout", "tags", "skip", "known_gap" }
 local EVENTUALLY_OPTIONS = { "timeout", "interval" }
 M.OPTIONS = { test = TEST_OPTIONS, eventually = EVENTUALLY_OPTIONS }
-
--- engine.lua requires this module: ask it for the time scale when needed.
-local function time_scale() return require("engine").time_scale() end
 
 local function caller_where(level)
   local info = debug.getinfo(level + 1, "Sl")
