@@ -61,3 +61,26 @@ test("a cache that cannot be read or written changes nothing but the order", fun
   expect(status):eq(0, "an unwritable cache does not fail the run: " .. out)
   child.remove(dir)
 end)
+
+-- A rewrite drops the lines of files that no longer exist, so a planted
+-- line for a missing file shows whether the run rewrote the cache.
+test("a run whose figure hardly moved leaves the cache alone; a moved figure rewrites it", function()
+  local dir = child.files { ["a.lua"] = sleeper("a", 0) }
+  local path = __kv.realpath(dir .. "/a.lua")
+  local planted = "5.000\t\t" .. dir .. "/gone.lua\n"
+  local function one_run()
+    local status, out = child.run({ "--no-color", "--artifacts", dir .. "/artifacts", dir .. "/a.lua" },
+      { DUR_DIR = dir, KVENGINE_DURATIONS = dir .. "/durations" })
+    expect(status):eq(0, out)
+  end
+  fs.write(dir .. "/durations", planted .. "0.001\t\t" .. path .. "\n")
+  one_run()
+  expect(fs.read(dir .. "/durations")):eq(planted .. "0.001\t\t" .. path .. "\n",
+    "a figure within 0.1 s of the last one is settled: the cache is not rewritten")
+  fs.write(dir .. "/durations", planted .. "30.000\t\t" .. path .. "\n")
+  one_run()
+  local text = fs.read(dir .. "/durations")
+  expect(text):matches("^[%d.]+\t\t" .. path:gsub("%p", "%%%0") .. "\n$",
+    "a figure that moved (30 s, now about none) is written, and the missing file's line dropped")
+  child.remove(dir)
+end)
