@@ -194,12 +194,12 @@ html-check: deps
 bench: all
 	sh ci/bench.sh $(KVENGINE)
 
-# The suite on two targets, outcomes and decisions side by side (ci/conformance.lua).
+# The suite on two targets, outcomes and decisions side by side (ci/conformance/run.lua).
 CONFORMANCE_TARGETS ?= local,kthena
 conformance: all
 	@case ",$(CONFORMANCE_TARGETS)," in *,kthena,*) $(MAKE) --no-print-directory kthena-build;; esac
 	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" \
-	  $(KVENGINE) serve ci/conformance.lua --targets $(CONFORMANCE_TARGETS) $(SUITE)
+	  $(KVENGINE) serve ci/conformance/run.lua --targets $(CONFORMANCE_TARGETS) $(SUITE)
 
 # What `make test` runs, 20 consecutive times; a failing run's log is kept.
 soak: deps
