@@ -24,6 +24,14 @@ local MAX_WAITING = 2
 
 local stack, prompt
 
+-- A prompt of its own that p1 holds, and nobody else.
+local function held_by_p1()
+  local text, tokens = stack:prompt(4)
+  stack:inject("p1", kvcache.stored { tokens = tokens })
+  stack:expect_owner { tokens = tokens, pod = "p1" }
+  return text
+end
+
 before_all(function()
   stack = kvcache.stack {
     pods = { { sim = { fake_metrics = { waiting_requests = 0 } } }, {}, {} },
@@ -40,10 +48,7 @@ before_all(function()
       },
     },
   }
-  local tokens
-  prompt, tokens = stack:prompt(4)
-  stack:inject("p1", kvcache.stored { tokens = tokens })
-  stack:expect_owner { tokens = tokens, pod = "p1" }
+  prompt = held_by_p1()
 end)
 
 -- The waiting gauge of p1's engine, from its /metrics.
@@ -79,7 +84,9 @@ local function expect_filtered(waiting)
     .. "least-request must take p1 out (Kthena keeps a pod only while waiting < maxWaitingRequests)", waiting,
     waiting == MAX_WAITING and "exactly" or "more than", MAX_WAITING)
   for i = 1, 3 do
-    local r, err = stack:complete { prompt = prompt, max_tokens = 1, timeout = 3 * SCALE }
+    -- A prompt of its own each time: p2 or p3, picked at random among
+    -- ties, announces what it served, which would score the next request.
+    local r, err = stack:complete { prompt = held_by_p1(), max_tokens = 1, timeout = 3 * SCALE }
     if not r then
       fail(string.format("%s; request %d for the prompt p1 holds got no answer within %gs (%s): it was queued "
         .. "on p1", why, i, 3 * SCALE, tostring(err)))

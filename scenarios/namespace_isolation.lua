@@ -31,6 +31,13 @@ local function owned_by(field, tokens, blocks)
   end
 end
 
+-- The pod that served r announces the whole prompt; waiting for it makes
+-- the next decisions the same on every target, whichever engine announces
+-- sooner.
+local function served_announced(r, tokens)
+  stack:expect_owner { tokens = tokens, pod = r.pod }
+end
+
 test("p1 of another namespace owning a prompt gives this namespace's p1 nothing", function()
   local prompt, tokens = stack:prompt(4)
   owned_by(kvcache.owner("p1", other), tokens, 4)
@@ -45,6 +52,7 @@ test("p1 of another namespace owning a prompt gives this namespace's p1 nothing"
       stack.namespace, other))
     expect(r.scores.p2["kvcache-aware"]):eq(50, "p2 owns blocks 1-2 of 4")
   end
+  served_announced(r, tokens)
   stack:expect_routed { prompt = prompt, pod = "p2", n = 2, max_tokens = 1 }
 
   -- The same write under this namespace's owner name does count.
@@ -71,6 +79,7 @@ test("the other namespace's blocks do not lengthen this p1's prefix", function()
     expect(r.scores.p1["kvcache-aware"]):eq(50, string.format("p1.%s owns blocks 1-2 of 4 itself", stack.namespace))
     expect(r.scores.p2["kvcache-aware"]):eq(75, "p2 owns blocks 1-3 of 4")
   end
+  served_announced(r, tokens)
   stack:expect_routed { prompt = prompt, pod = "p2", n = 2, max_tokens = 1 }
 end)
 
@@ -85,5 +94,6 @@ test("a bare pod name, the older owner format, matches no pod", function()
   if r.scores then
     expect(r.scores.p3["kvcache-aware"]):is_nil("a field without a namespace names no candidate")
   end
+  served_announced(r, tokens)
   stack:expect_routed { prompt = prompt, pod = "p1", n = 2, max_tokens = 1 }
 end)

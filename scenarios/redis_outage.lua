@@ -77,12 +77,18 @@ test("Redis back, empty: once ownership is written again the router scores it, w
   local s <close> = kvcache.stack { pods = 3, sim = QUIET_SIMS }
   local prompt = s:prompt(3, { tag = "comeback" })
   p2_owns(s, prompt)
+  -- Ownership of a prompt no pod ever serves shows that Redis came back
+  -- empty: on the kthena target the real sim announces what it served a
+  -- second later whatever its flags (DEV-3), maybe once Redis is back.
+  local _, kept = s:prompt(3, { tag = "kept" })
+  s:inject("p1", kvcache.stored { tokens = kept })
+  s:expect_owner { tokens = kept, pod = "p1" }
   s:stop_redis()
   served_unscored(s, prompt, 1, "while Redis is down")
   s:start_redis()
-  s:expect_no_owner { prompt = prompt } -- Redis came back empty: it keeps nothing on disk here
+  s:expect_no_owner { tokens = kept } -- Redis came back empty: it keeps nothing on disk here
   local failed = errors_at(s, "redis")
-  p2_owns(s, prompt)
+  p2_owns(s, s:prompt(3, { tag = "rewritten" }))
   expect(errors_at(s, "redis")):eq(failed, "no lookup fails once Redis is back")
 end)
 
