@@ -18,8 +18,9 @@
 -- Which pod owns what is exactly what each test injects: the sims keep
 -- their own KV events (a batch would leave after an hour), so the requests
 -- the router spreads while it cannot score do not make more owners.
--- Faults come from the local sims' admin endpoint (stack:fault): the kind
--- target has none, and kvcache skips these tests there.
+-- Faults come from stack:fault (the local sims' admin endpoint, the kthena
+-- target's forwarders): the kind target has none, and kvcache skips these
+-- tests there.
 
 local kvcache = require("kvcache")
 
@@ -73,7 +74,8 @@ test("every /tokenize answering 500: requests are served through least-request, 
   log(string.format("3 requests with every tokenizer failing, served in %.2fs (Kthena retries once after 1 s): %s",
     now() - t0, tostring(t)))
   for _, r in ipairs(t.results) do expect_unscored(r, "every /tokenize answers 500") end
-  expect(t.results[1].decision.error):contains("HTTP 500")
+  expect(t.results[1].decision.error):contains("/tokenize giving up after 2 attempt(s)",
+    "Kthena's tokenizer client retried the 500 once, then gave up")
   expect(errors_at("tokenize") - before):eq(3, ERRORS .. '{stage="tokenize"} counts each of the 3 requests')
   expect(errors_at("redis")):eq(0, "Redis is fine: no failure at stage redis")
 
