@@ -118,9 +118,11 @@ FUZZ_TARGETS = $(BUILD)/fuzz/fuzz_events $(BUILD)/fuzz/fuzz_http
 # run (fixtures/tests/kthena_*.lua); without Go they are skipped, saying why.
 test: deps
 	@$(MAKE) --no-print-directory all $(FUZZ_TARGETS)
-	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build kthena-test; \
+	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build kthena-test \
+	  KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)"; \
 	else echo "make test: no Go on PATH: the kthena target's tests are skipped (install Go, see fixtures/kthena/go.mod)"; fi
-	KVENGINE_FUZZ_DIR=$(BUILD)/fuzz $(KVENGINE) -j 2 --junit $(BUILD)/junit.xml $(TEST_PATHS)
+	KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" KVENGINE_FUZZ_DIR=$(BUILD)/fuzz $(KVENGINE) -j 2 \
+	  --junit $(BUILD)/junit.xml $(TEST_PATHS)
 
 e2e-kvcache: deps
 	@$(MAKE) --no-print-directory all
@@ -210,7 +212,7 @@ soak: deps
 # Every mutant of ci/mutation/catalogue.lua must fail a test (docs/mutation.md).
 MUTATION_ARGS ?=
 mutation: all
-	$(KVENGINE) serve ci/mutation/run.lua $(MUTATION_ARGS)
+	KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" $(KVENGINE) serve ci/mutation/run.lua $(MUTATION_ARGS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/kvengine $(DESTDIR)$(PREFIX)/share/kvengine
