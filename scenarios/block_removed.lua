@@ -92,7 +92,8 @@ test("one pod's removal leaves the other owners of the same blocks in place",
   stack:inject("p2", kvcache.removed { hashes = from_p2.hashes })
   stack:expect_no_owner { tokens = tokens, pod = "p2" }
   stack:expect_owner { tokens = tokens, pod = "p1", timeout = 0.1 }
-  stack:expect_routed { prompt = prompt, pod = "p1", n = 3, max_tokens = 1 }
+  local t = stack:expect_routed { prompt = prompt, pod = "p1", n = 3, max_tokens = 1 }
+  stack:expect_scored(t.results[1], "p1", 100, "p1 still owns all 4 blocks")
 end)
 
 test("a removal names the engine's block hashes: Kthena's hashes of the same blocks remove nothing",

@@ -76,7 +76,7 @@ test("lora-affinity: adapter requests go only to the pods that loaded the adapte
   -- An adapter loaded while the stack runs: once the router has polled the
   -- pod's /v1/models, the pod that loaded it is the only one to serve it.
   local notes = stack:load_lora("p3", "notes")
-  stack:expect_routed { model = notes, prompt = stack:prompt(2), pod = "p3", n = 4, max_tokens = 1 }
+  stack:expect_routed { model = notes, prompt = stack:prompt(2), pod = "p3", n = 4, max_tokens = 1, by_cache = false }
 end)
 
 test("a prefix cached for the base model does not attract requests for an adapter",
