@@ -196,11 +196,13 @@ html-check: deps
 bench: all
 	sh ci/bench.sh $(KVENGINE)
 
-# The suite on two targets, outcomes and decisions side by side (ci/conformance.lua).
+# The suite on two targets, outcomes and decisions side by side (ci/conformance.lua):
+# the routers compared, each behind the project's runtime unless KTHENA_RUNTIME says.
 CONFORMANCE_TARGETS ?= local,kthena
 conformance: all
-	@case ",$(CONFORMANCE_TARGETS)," in *,kthena,*) $(MAKE) --no-print-directory kthena-build;; esac
-	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" \
+	@case ",$(CONFORMANCE_TARGETS)," in *,kthena,*) $(MAKE) --no-print-directory kthena-build \
+	  KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)";; esac
+	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" \
 	  $(KVENGINE) serve ci/conformance.lua --targets $(CONFORMANCE_TARGETS) $(SUITE)
 
 # What `make test` runs, 20 consecutive times; a failing run's log is kept.

@@ -82,7 +82,8 @@ test("a bare pod name, the older owner format, matches no pod", { tags = { "need
   stack:expect_owner { tokens = tokens, pod = "p1", blocks = 1 }
 
   local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
-  stack:expect_served(r, "p1", string.format("the field \"p3\" is not p3.%s; only p1's block 1 counts", stack.namespace))
+  stack:expect_served(r, "p1", string.format("the field \"p3\" is not p3.%s; only p1's block 1 counts",
+    stack.namespace))
   if r.scores then
     expect(r.scores.p3["kvcache-aware"]):is_nil("a field without a namespace names no candidate")
   end

@@ -77,7 +77,7 @@ case "$runtime" in
 "") [ -n "$kthena_dir" ] && runtime=real ;;
 local) runtime="" ;;
 real) [ -n "$kthena_dir" ] || infra "KTHENA_RUNTIME=real runs a checkout's runtime: set KTHENA_DIR too" ;;
-*) infra "KTHENA_RUNTIME=$runtime: local (the project's runtime) or real (KTHENA_DIR's python/kthena/runtime, the default with KTHENA_DIR)" ;;
+*) infra "KTHENA_RUNTIME=$runtime: local (the project's runtime) or real (KTHENA_DIR's own, its default)" ;;
 esac
 
 # A fingerprint of the contents of every file a build reads (tests aside).
@@ -169,8 +169,9 @@ say "building llm-d-inference-sim $(cd "$sim_src" && go list -m -f '{{.Version}}
   github.com/llm-d/llm-d-inference-sim/cmd/llm-d-inference-sim)
 mv "$out/llm-d-inference-sim.new" "$out/llm-d-inference-sim"
 
-# Kthena's own runtime sidecar (KTHENA_RUNTIME=real): the checkout's Python
-# code, run from a virtualenv made from its requirements (PyPI).
+# Kthena's own runtime sidecar (with KTHENA_DIR, unless KTHENA_RUNTIME=local):
+# the checkout's Python code, run from a virtualenv made from its
+# requirements (PyPI).
 if [ -n "$runtime" ]; then
   say "making the runtime's virtualenv from $kthena_dir/python/kthena/{runtime,downloader}/requirements.txt"
   rm -rf "$out/venv"
