@@ -136,9 +136,11 @@ FUZZ_TARGETS = $(BUILD)/fuzz/fuzz_events $(BUILD)/fuzz/fuzz_http
 # shared cores failed two of them under load where -j 2 passed.
 test: deps
 	@$(MAKE) --no-print-directory all $(FUZZ_TARGETS)
-	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build kthena-test; \
+	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build kthena-test \
+	  KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)"; \
 	else echo "make test: no Go on PATH: the kthena target's tests are skipped (install Go, see fixtures/kthena/go.mod)"; fi
-	KVENGINE_FUZZ_DIR=$(BUILD)/fuzz $(KVENGINE) -j 2 --junit $(BUILD)/junit.xml $(TEST_PATHS)
+	KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" KVENGINE_FUZZ_DIR=$(BUILD)/fuzz $(KVENGINE) -j 2 \
+	  --junit $(BUILD)/junit.xml $(TEST_PATHS)
 
 # The engine's default parallelism (4 workers per core, longest file first):
 # a scenario file mostly waits on its stack's processes and on Kthena's own
@@ -237,7 +239,7 @@ soak: deps
 # Every mutant of ci/mutation/catalogue.lua must fail a test (docs/mutation.md).
 MUTATION_ARGS ?=
 mutation: all
-	$(KVENGINE) serve ci/mutation/run.lua $(MUTATION_ARGS)
+	KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" $(KVENGINE) serve ci/mutation/run.lua $(MUTATION_ARGS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/kvengine $(DESTDIR)$(PREFIX)/share/kvengine

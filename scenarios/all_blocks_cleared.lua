@@ -23,7 +23,8 @@ local kvcache = require("kvcache")
 -- event_batch_size = 1: engines announce each event at once.
 local stack = kvcache.stack { pods = 3, sim = { event_batch_size = 1 } }
 
-test("a cleared pod loses every prompt it held, and the router follows", function()
+test("a cleared pod loses every prompt it held, and the router follows",
+  { tags = { "needs:kvcache_score" } }, function()
   local a, ta = stack:prompt(4)
   local b, tb = stack:prompt(2)
   stack:serve("p1", { prompt = a })
@@ -43,7 +44,7 @@ test("a cleared pod loses every prompt it held, and the router follows", functio
   stack:expect_owner { tokens = tb, pod = "p3", blocks = 1, timeout = 0.1 }
 
   local r = assert(stack:complete { prompt = a, max_tokens = 1 })
-  expect(r.pod):eq("p2", "p1 holds nothing after its clear; p2 still holds block 1 of 4")
+  stack:expect_served(r, "p2", "p1 holds nothing after its clear; p2 still holds block 1 of 4")
   if r.scores then
     expect(r.scores.p1["kvcache-aware"]):is_nil("p1 owns no block any more, so it gets no kvcache-aware score")
     expect(r.scores.p2["kvcache-aware"]):eq(25, "p2 owns block 1 of 4")
@@ -52,7 +53,7 @@ test("a cleared pod loses every prompt it held, and the router follows", functio
   stack:expect_routed { prompt = b, pod = "p3", n = 3, max_tokens = 1 }
 end)
 
-test("a clear withdraws only the clearing pod's ownership", function()
+test("a clear withdraws only the clearing pod's ownership", { tags = { "needs:kvcache_score" } }, function()
   local prompt, tokens = stack:prompt(3)
   stack:inject("p1", kvcache.stored { tokens = tokens })
   stack:inject("p3", kvcache.stored { tokens = tokens })
@@ -65,7 +66,7 @@ test("a clear withdraws only the clearing pod's ownership", function()
   stack:expect_routed { prompt = prompt, pod = "p3", n = 3, max_tokens = 1 }
 end)
 
-test("after a clear, what the engine announces counts again", function()
+test("after a clear, what the engine announces counts again", { tags = { "needs:kvcache_score" } }, function()
   local prompt, tokens = stack:prompt(3)
   stack:inject("p2", kvcache.stored { tokens = tokens })
   stack:expect_owner { tokens = tokens, pod = "p2" }

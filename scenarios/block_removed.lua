@@ -44,7 +44,8 @@ local function p1_ahead_of(other, blocks)
   return prompt, tokens, stored
 end
 
-test("a removed block ends the owner's prefix there, and the router follows", function()
+test("a removed block ends the owner's prefix there, and the router follows",
+  { tags = { "needs:kvcache_score" } }, function()
   local prompt, tokens, stored = p1_ahead_of("p2", 2)
 
   stack:inject("p1", kvcache.removed { hashes = { stored.hashes[2] } })
@@ -56,7 +57,7 @@ test("a removed block ends the owner's prefix there, and the router follows", fu
   end
 
   local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
-  expect(r.pod):eq("p2", "p1's prefix now ends at its missing block 2 (1 of 4); p2 holds blocks 1-2 (2 of 4)")
+  stack:expect_served(r, "p2", "p1's prefix now ends at its missing block 2 (1 of 4); p2 holds blocks 1-2 (2 of 4)")
   if r.scores then
     expect(r.scores.p1["kvcache-aware"]):eq(25, "p1 keeps block 1 only as a prefix; blocks 3-4 follow its gap")
     expect(r.scores.p2["kvcache-aware"]):eq(50, "p2 owns blocks 1-2 of 4")
@@ -64,13 +65,14 @@ test("a removed block ends the owner's prefix there, and the router follows", fu
   stack:expect_routed { prompt = prompt, pod = "p2", n = 3, max_tokens = 1 }
 end)
 
-test("removing every block of a prompt takes the pod out of its scoring", function()
+test("removing every block of a prompt takes the pod out of its scoring",
+  { tags = { "needs:kvcache_score" } }, function()
   local prompt, tokens, stored = p1_ahead_of("p3", 1)
 
   stack:inject("p1", kvcache.removed { hashes = stored.hashes })
   stack:expect_no_owner { tokens = tokens, pod = "p1" }
   local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
-  expect(r.pod):eq("p3", "p1 holds none of the prompt any more; p3 still holds block 1")
+  stack:expect_served(r, "p3", "p1 holds none of the prompt any more; p3 still holds block 1")
   if r.scores then
     expect(r.scores.p1["kvcache-aware"]):is_nil("p1 owns no block of the prompt, so it gets no kvcache-aware score")
     expect(r.scores.p3["kvcache-aware"]):eq(25, "p3 owns block 1 of 4")
@@ -78,7 +80,8 @@ test("removing every block of a prompt takes the pod out of its scoring", functi
   stack:expect_routed { prompt = prompt, pod = "p3", n = 3, max_tokens = 1 }
 end)
 
-test("one pod's removal leaves the other owners of the same blocks in place", function()
+test("one pod's removal leaves the other owners of the same blocks in place",
+  { tags = { "needs:kvcache_score" } }, function()
   local prompt, tokens = stack:prompt(4)
   local from_p2 = kvcache.stored { tokens = tokens }
   stack:inject("p1", kvcache.stored { tokens = tokens })
@@ -89,10 +92,12 @@ test("one pod's removal leaves the other owners of the same blocks in place", fu
   stack:inject("p2", kvcache.removed { hashes = from_p2.hashes })
   stack:expect_no_owner { tokens = tokens, pod = "p2" }
   stack:expect_owner { tokens = tokens, pod = "p1", timeout = 0.1 }
-  stack:expect_routed { prompt = prompt, pod = "p1", n = 3, max_tokens = 1 }
+  local t = stack:expect_routed { prompt = prompt, pod = "p1", n = 3, max_tokens = 1 }
+  stack:expect_scored(t.results[1], "p1", 100, "p1 still owns all 4 blocks")
 end)
 
-test("a removal names the engine's block hashes: Kthena's hashes of the same blocks remove nothing", function()
+test("a removal names the engine's block hashes: Kthena's hashes of the same blocks remove nothing",
+  { tags = { "needs:kvcache_score" } }, function()
   local prompt, tokens = stack:prompt(2)
   stack:inject("p3", kvcache.stored { tokens = tokens })
   stack:expect_owner { tokens = tokens, pod = "p3" }
@@ -100,7 +105,8 @@ test("a removal names the engine's block hashes: Kthena's hashes of the same blo
   -- carried; Kthena's hash of the tokens is not one of them.
   stack:inject("p3", kvcache.removed { hashes = stack:hashes(tokens) })
   stack:expect_owner { tokens = tokens, pod = "p3", timeout = 0.1 }
-  stack:expect_routed { prompt = prompt, pod = "p3", n = 2, max_tokens = 1 }
+  local t = stack:expect_routed { prompt = prompt, pod = "p3", n = 2, max_tokens = 1 }
+  stack:expect_scored(t.results[1], "p3", 100, "p3 still holds both blocks")
 end)
 
 test("the engine-hash mapping a removal relies on holds the block's hash for 24 hours", function()

@@ -55,7 +55,8 @@ local function prompts(s, n)
   return texts, tokens
 end
 
-test("blocks owned only by a deleted pod give no score and no match ratio", function()
+test("blocks owned only by a deleted pod give no score and no match ratio",
+  { tags = { "needs:kvcache_score" } }, function()
   local s <close> = kvcache.stack { pods = 3 }
   local cold, cold_tokens = prompts(s, 4)
   local warm, warm_tokens = prompts(s, 4)
@@ -83,19 +84,20 @@ test("blocks owned only by a deleted pod give no score and no match ratio", func
 
   -- p1 holds block 1 of 4 of each prompt, deleted p3 all 4: the match is p1's 1 block.
   sum, t = observed_ratio(s, warm)
-  expect(sum):eq(1, string.format("OWNER-6/SCORE-4: the longest match among candidates is p1's 1 of 4 blocks, so "
-    .. "the 4 requests observe 0.25 each, 1 in total; they observed %g (4 would mean deleted p3's blocks carried "
-    .. "the match)", sum))
   for _, r in ipairs(t.results) do
-    expect(r.pod):eq("p1", string.format("request %s: p1 holds block 1 of the prompt, the only candidate that "
+    s:expect_served(r, "p1", string.format("request %s: p1 holds block 1 of the prompt, the only candidate that "
       .. "holds any", r.request_id))
     if r.scores then
       expect(r.scores.p1["kvcache-aware"]):eq(25, string.format("request %s: p1 holds 1 of 4 blocks", r.request_id))
     end
   end
+  expect(sum):eq(1, string.format("OWNER-6/SCORE-4: the longest match among candidates is p1's 1 of 4 blocks, so "
+    .. "the 4 requests observe 0.25 each, 1 in total; they observed %g (4 would mean deleted p3's blocks carried "
+    .. "the match)", sum))
 end)
 
-test("blocks owned by a pod the filters leave out give no score and no match ratio", function()
+test("blocks owned by a pod the filters leave out give no score and no match ratio",
+  { tags = { "needs:kvcache_score" } }, function()
   -- p3 has not loaded the adapter, so lora-affinity leaves it out of the
   -- adapter's requests. Its ownership under the adapter's keys is written
   -- directly, as a runtime keying by adapter name would write it.
@@ -119,14 +121,14 @@ test("blocks owned by a pod the filters leave out give no score and no match rat
   expect(t.errors):eq(0, string.format("OWNER-6: every request for the adapter is served, whoever else owns its "
     .. "blocks (%s; %s)", tostring(t), first_failure(t)))
   local sum1, count1 = match_ratio(s, sql)
-  expect(count1 - count0):eq(4, "SCORE-4: each of the 4 requests observes the match ratio once")
-  expect(sum1 - sum0):eq(1, string.format("OWNER-6/SCORE-4: p3 owns all 4 blocks but is filtered out, p2 owns block 1: "
-    .. "each request observes 0.25, 1 in total; they observed %g", sum1 - sum0))
   for _, r in ipairs(t.results) do
-    expect(r.pod):eq("p2", string.format("request %s: p2 holds block 1 under %s; p3 is no candidate", r.request_id,
+    s:expect_served(r, "p2", string.format("request %s: p2 holds block 1 under %s; p3 is no candidate", r.request_id,
       sql))
     if r.scores then
       expect(r.scores.p3):is_nil(string.format("request %s: p3 was filtered out, so it has no scores", r.request_id))
     end
   end
+  expect(count1 - count0):eq(4, "SCORE-4: each of the 4 requests observes the match ratio once")
+  expect(sum1 - sum0):eq(1, string.format("OWNER-6/SCORE-4: p3 owns all 4 blocks but is filtered out, p2 owns block 1: "
+    .. "each request observes 0.25, 1 in total; they observed %g", sum1 - sum0))
 end)

@@ -29,7 +29,8 @@ local function full_blocks(tokens)
   return kvcache.prefix(tokens, #tokens // 16)
 end
 
-test("chat requests are matched by their chat-template tokens, not by their text", function()
+test("chat requests are matched by their chat-template tokens, not by their text",
+  { tags = { "needs:kvcache_score" } }, function()
   local system, question = stack:text(24), stack:text(30)
   local messages = { { role = "system", content = system }, { role = "user", content = question } }
   local chat = stack:tokens { messages = messages }
@@ -49,7 +50,8 @@ test("chat requests are matched by their chat-template tokens, not by their text
   expect(s.p1["kvcache-aware"]):is_nil("p1's blocks of the flattened text are no prefix of the chat prompt")
 end)
 
-test("content given as text parts matches the cache of the same text joined by newlines", function()
+test("content given as text parts matches the cache of the same text joined by newlines",
+  { tags = { "needs:kvcache_score", "needs:chat_text_parts" } }, function()
   local a, b = stack:text(20), stack:text(20)
   local joined = { { role = "user", content = a .. "\n" .. b } }
   local parts = { { role = "user", content = { { type = "text", text = a }, { type = "text", text = b } } } }
@@ -59,7 +61,8 @@ test("content given as text parts matches the cache of the same text joined by n
   stack:expect_routed { messages = parts, pod = "p3", n = 2, max_tokens = 1 }
 end)
 
-test("each conversation's next turn lands on the pod that cached its earlier turns", function()
+test("each conversation's next turn lands on the pod that cached its earlier turns",
+  { tags = { "needs:kvcache_score" } }, function()
   -- Two conversations, each first turn routed as the router likes; then
   -- every later turn resends the whole conversation.
   local conversations = {}
@@ -94,6 +97,6 @@ test("each conversation's next turn lands on the pod that cached its earlier tur
     end
   end
   for _, x in ipairs(scored) do
-    expect(stack:scores(x.r)[x.pod]["kvcache-aware"]):eq(x.want, x.why)
+    stack:expect_scored(x.r, x.pod, x.want, x.why)
   end
 end)

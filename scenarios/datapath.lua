@@ -45,7 +45,7 @@ test("a BlockStored becomes one ownership field per block, at the key the router
   end
 end)
 
-test("requests for an announced prompt go to the pod that owns it", function()
+test("requests for an announced prompt go to the pod that owns it", { tags = { "needs:kvcache_score" } }, function()
   local prompt, tokens = stack:prompt(4)
   stack:inject("p2", kvcache.stored { tokens = tokens })
   stack:expect_owner { tokens = tokens, pod = "p2" }
@@ -53,7 +53,7 @@ test("requests for an announced prompt go to the pod that owns it", function()
   stack:expect_routed { prompt = prompt, pod = "p2", n = 5, max_tokens = 2 }
   local r = assert(stack:complete { prompt = prompt, max_tokens = 2 })
   expect(r.status):eq(200, "the router serves the request: " .. r.body)
-  expect(r.pod):eq("p2", "p2 holds all 4 blocks, so kvcache-aware adds 100 to its least-request score")
+  stack:expect_served(r, "p2", "p2 holds all 4 blocks, so kvcache-aware adds 100 to its least-request score")
   local scores = stack:scores(r)
   expect(scores.p2["kvcache-aware"]):eq(100, "p2 owns 4 of the prompt's 4 blocks")
   expect(scores.p2.total):eq(200, "least-request 100 (idle) + kvcache-aware 100")
@@ -64,7 +64,8 @@ test("requests for an announced prompt go to the pod that owns it", function()
   end
 end)
 
-test("a chat prompt follows the same path: its templated tokens are the blocks", function()
+test("a chat prompt follows the same path: its templated tokens are the blocks",
+  { tags = { "needs:kvcache_score" } }, function()
   local messages = { { role = "user", content = (stack:prompt(3)) } }
   local tokens = stack:tokens { messages = messages }
   local full = #tokens // BLOCK

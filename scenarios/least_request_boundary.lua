@@ -104,11 +104,12 @@ local function expect_filtered(waiting)
   end
 end
 
-test("one below maxWaitingRequests: p1 stays a candidate and wins the prompt it holds", function()
+test("one below maxWaitingRequests: p1 stays a candidate and wins the prompt it holds",
+  { tags = { "needs:kvcache_score" } }, function()
   set_waiting(MAX_WAITING - 1)
   local r, err = stack:complete { prompt = prompt, max_tokens = 1 }
   if not r then fail("the request for the prompt p1 holds failed: " .. tostring(err)) end
-  expect(r.pod):eq("p1", string.format("FILTER-1: p1's engine reported %d waiting requests, one below "
+  stack:expect_served(r, "p1", string.format("FILTER-1: p1's engine reported %d waiting requests, one below "
     .. "maxWaitingRequests (%d), so p1 is still a candidate, and it holds the whole prompt (request %s, status %d)",
     MAX_WAITING - 1, MAX_WAITING, r.request_id, r.status))
   if r.decision then

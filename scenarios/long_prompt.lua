@@ -36,7 +36,8 @@ local function slice(tokens, first, last)
   return table.move(tokens, first, last, 1, {})
 end
 
-test("Kthena's defaults: only a prompt's first 128 blocks of 16 tokens are matched", function()
+test("Kthena's defaults: only a prompt's first 128 blocks of 16 tokens are matched",
+  { tags = { "needs:kvcache_score" } }, function()
   local s <close> = kvcache.stack { pods = 3, sim = { max_model_len = 4096 } }
   local prompt, tokens = s:prompt(128, { tail = 40 })
   expect(#tokens):gt(2048, "the prompt is longer than the 2,048 tokens Kthena looks at")
@@ -50,16 +51,17 @@ test("Kthena's defaults: only a prompt's first 128 blocks of 16 tokens are match
 
   local t = s:route { prompt = prompt, max_tokens = 1, n = 4 }
   expect(t.errors):eq(0, "every request is answered 200 by a pod: " .. tostring(t))
+  s:expect_scored(t.results[1], "p1", 100, "p1 holds all 128 blocks the router looks at: the tail past them "
+    .. "costs nothing")
   expect(t:count("p3")):eq(0, "p3 holds half the window and loses to p1 and p2, which hold all of it: "
     .. tostring(t))
   local sc = s:scores(t.results[1])
-  expect(sc.p1["kvcache-aware"]):eq(100, "p1 holds all 128 blocks the router looks at: the tail past them "
-    .. "costs nothing")
   expect(sc.p2["kvcache-aware"]):eq(100, "p2's blocks past the first 128 earn nothing more")
   expect(sc.p3["kvcache-aware"]):eq(50, "p3 holds 64 of the 128 blocks")
 end)
 
-test("blockSizeToHash 32 and maxBlocksToMatch 4: four blocks of 32 tokens are matched", function()
+test("blockSizeToHash 32 and maxBlocksToMatch 4: four blocks of 32 tokens are matched",
+  { tags = { "needs:kvcache_score" } }, function()
   local s <close> = kvcache.stack { pods = { { block_size = 32 }, { block_size = 32 }, { block_size = 32 } },
     router = WIDE }
   expect(s.hashing):eq({ block_size = 32, max_blocks = 4 }, "the stack reads the router's args")
@@ -75,8 +77,8 @@ test("blockSizeToHash 32 and maxBlocksToMatch 4: four blocks of 32 tokens are ma
   s:expect_owner { tokens = tokens, pod = "p2", blocks = 3 }
 
   local t = s:expect_routed { prompt = prompt, pod = "p1", n = 3, max_tokens = 1 }
+  s:expect_scored(t.results[1], "p1", 100, "p1 holds the whole window of 4 blocks")
   local sc = s:scores(t.results[1])
-  expect(sc.p1["kvcache-aware"]):eq(100, "p1 holds the whole window of 4 blocks")
   expect(sc.p2["kvcache-aware"]):eq(75, "p2's prefix stops at block 3; blocks 5-10 lie past the window")
   expect(sc.p3["kvcache-aware"]):is_nil("p3 holds no first block, so it gets no score at all")
 
@@ -92,7 +94,8 @@ test("blockSizeToHash 32 and maxBlocksToMatch 4: four blocks of 32 tokens are ma
     .. "3 of %d blocks is the best score", #st, looked_up))
 end)
 
-test("sims at --block-size 32 are matched; a sim left at 16 writes keys the router never asks for", function()
+test("sims at --block-size 32 are matched; a sim left at 16 writes keys the router never asks for",
+  { tags = { "needs:kvcache_score" } }, function()
   local s <close> = kvcache.stack { pods = { { block_size = 32 }, { block_size = 16 }, { block_size = 32 } },
     router = WIDE, sim = { event_batch_delay = 0.05 } }
   local prompt, tokens = s:prompt(4) -- blocks of 32, the router's
@@ -116,8 +119,8 @@ test("sims at --block-size 32 are matched; a sim left at 16 writes keys the rout
   s:expect_no_owner { tokens = tokens, pod = "p2" }
 
   local t = s:expect_routed { prompt = prompt, pod = "p1", n = 3, max_tokens = 1 }
+  s:expect_scored(t.results[1], "p1", 100, "p1 holds the 4 blocks of 32 tokens")
   local sc = s:scores(t.results[1])
-  expect(sc.p1["kvcache-aware"]):eq(100, "p1 holds the 4 blocks of 32 tokens")
   expect(sc.p2["kvcache-aware"]):is_nil("p2 cached the same prompt, but in blocks of 16 the router never "
     .. "looks up: with blockSizeToHash 32 the engine's block size must be 32 too")
 end)

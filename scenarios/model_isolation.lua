@@ -37,7 +37,7 @@ local function owned_as(model, pod, tokens, blocks)
   stack:expect_owner { model = model, tokens = tokens, pod = pod, blocks = blocks, timeout = 0.1 }
 end
 
-test("the base model's blocks do not count for the adapter's requests", function()
+test("the base model's blocks do not count for the adapter's requests", { tags = { "needs:kvcache_score" } }, function()
   local prompt, tokens = stack:prompt(4)
   stack:inject("p1", kvcache.stored { tokens = tokens })
   stack:expect_owner { tokens = tokens, pod = "p1" }
@@ -47,7 +47,7 @@ test("the base model's blocks do not count for the adapter's requests", function
   stack:expect_routed { prompt = prompt, pod = "p1", n = 2, max_tokens = 1 }
   local r = assert(stack:complete { model = adapter, prompt = prompt, max_tokens = 1 })
   expect(r.status):eq(200, "every pod serves the adapter: " .. r.body)
-  expect(r.pod):eq("p2", "for the adapter only p2's 2 blocks count; p1's 4 blocks are the base model's")
+  stack:expect_served(r, "p2", "for the adapter only p2's 2 blocks count; p1's 4 blocks are the base model's")
   if r.scores then
     expect(r.scores.p1["kvcache-aware"]):is_nil("p1 holds the prompt for the base model only: no score for "
       .. "an adapter request")
@@ -56,7 +56,7 @@ test("the base model's blocks do not count for the adapter's requests", function
   stack:expect_routed { model = adapter, prompt = prompt, pod = "p2", n = 3, max_tokens = 1 }
 end)
 
-test("the adapter's blocks do not count for the base model's requests", function()
+test("the adapter's blocks do not count for the base model's requests", { tags = { "needs:kvcache_score" } }, function()
   local prompt, tokens = stack:prompt(4)
   owned_as(adapter, "p1", tokens, 4)
   stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
@@ -64,7 +64,7 @@ test("the adapter's blocks do not count for the base model's requests", function
   stack:expect_no_owner { tokens = tokens, pod = "p1" }
 
   local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
-  expect(r.pod):eq("p2", "for the base model only p2's 2 blocks count; p1's 4 blocks are the adapter's")
+  stack:expect_served(r, "p2", "for the base model only p2's 2 blocks count; p1's 4 blocks are the adapter's")
   if r.scores then
     expect(r.scores.p1["kvcache-aware"]):is_nil("p1 holds the prompt for the adapter only: no score for a "
       .. "base-model request")

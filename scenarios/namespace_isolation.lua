@@ -38,14 +38,15 @@ local function served_announced(r, tokens)
   stack:expect_owner { tokens = tokens, pod = r.pod }
 end
 
-test("p1 of another namespace owning a prompt gives this namespace's p1 nothing", function()
+test("p1 of another namespace owning a prompt gives this namespace's p1 nothing",
+  { tags = { "needs:kvcache_score" } }, function()
   local prompt, tokens = stack:prompt(4)
   owned_by(kvcache.owner("p1", other), tokens, 4)
   stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
   stack:expect_owner { tokens = tokens, pod = "p2", blocks = 2 }
 
   local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
-  expect(r.pod):eq("p2", string.format("all 4 blocks belong to p1.%s, not to p1.%s; only p2's 2 blocks count",
+  stack:expect_served(r, "p2", string.format("all 4 blocks belong to p1.%s, not to p1.%s; only p2's 2 blocks count",
     other, stack.namespace))
   if r.scores then
     expect(r.scores.p1["kvcache-aware"]):is_nil(string.format("p1.%s owns no block; p1.%s's entries are not its",
@@ -63,7 +64,7 @@ test("p1 of another namespace owning a prompt gives this namespace's p1 nothing"
   stack:expect_routed { prompt = control, pod = "p1", n = 2, max_tokens = 1 }
 end)
 
-test("the other namespace's blocks do not lengthen this p1's prefix", function()
+test("the other namespace's blocks do not lengthen this p1's prefix", { tags = { "needs:kvcache_score" } }, function()
   local prompt, tokens = stack:prompt(4)
   -- This p1 owns 2 blocks; p1 of the other namespace all 4; p2 owns 3.
   stack:inject("p1", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
@@ -73,7 +74,7 @@ test("the other namespace's blocks do not lengthen this p1's prefix", function()
   stack:expect_owner { tokens = tokens, pod = "p2", blocks = 3 }
 
   local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
-  expect(r.pod):eq("p2", string.format("p2's 3 of 4 blocks beat p1.%s's own 2; matched by name alone p1 "
+  stack:expect_served(r, "p2", string.format("p2's 3 of 4 blocks beat p1.%s's own 2; matched by name alone p1 "
     .. "would hold all 4", stack.namespace))
   if r.scores then
     expect(r.scores.p1["kvcache-aware"]):eq(50, string.format("p1.%s owns blocks 1-2 of 4 itself", stack.namespace))
@@ -83,14 +84,15 @@ test("the other namespace's blocks do not lengthen this p1's prefix", function()
   stack:expect_routed { prompt = prompt, pod = "p2", n = 2, max_tokens = 1 }
 end)
 
-test("a bare pod name, the older owner format, matches no pod", function()
+test("a bare pod name, the older owner format, matches no pod", { tags = { "needs:kvcache_score" } }, function()
   local prompt, tokens = stack:prompt(4)
   owned_by("p3", tokens, 4)
   stack:inject("p1", kvcache.stored { tokens = kvcache.prefix(tokens, 1) })
   stack:expect_owner { tokens = tokens, pod = "p1", blocks = 1 }
 
   local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
-  expect(r.pod):eq("p1", string.format("the field \"p3\" is not p3.%s; only p1's block 1 counts", stack.namespace))
+  stack:expect_served(r, "p1", string.format("the field \"p3\" is not p3.%s; only p1's block 1 counts",
+    stack.namespace))
   if r.scores then
     expect(r.scores.p3["kvcache-aware"]):is_nil("a field without a namespace names no candidate")
   end

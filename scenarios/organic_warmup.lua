@@ -21,7 +21,8 @@ before_all(function()
   stack = kvcache.stack { pods = { { kv_cache_size = SMALL_CACHE }, {}, {} }, sim = { event_batch_delay = 0.05 } }
 end)
 
-test("a prompt a pod served is announced by its sim, and the router sends the prompt back there", function()
+test("a prompt a pod served is announced by its sim, and the router sends the prompt back there",
+  { tags = { "needs:kvcache_score" } }, function()
   local prompt, tokens = stack:prompt(3, { tail = 5 })
   stack:serve("p2", { prompt = prompt })
   stack:expect_owner { tokens = tokens, pod = "p2" }
@@ -33,7 +34,8 @@ test("a prompt a pod served is announced by its sim, and the router sends the pr
     "p2's sim cached the %d whole blocks of the %d-token prompt (%d blocks with its tail)", whole, #tokens, all))
 end)
 
-test("eviction: a pod whose small cache fills with other prompts loses the prompt, and the router follows", function()
+test("eviction: a pod whose small cache fills with other prompts loses the prompt, and the router follows",
+  { tags = { "needs:kvcache_score" } }, function()
   local prompt, tokens = stack:prompt(4)
   stack:serve("p1", { prompt = prompt })
   stack:serve("p2", { prompt = prompt })
@@ -41,6 +43,7 @@ test("eviction: a pod whose small cache fills with other prompts loses the promp
   stack:expect_owner { tokens = tokens, pod = "p2" }
   local before = stack:route { prompt = prompt, max_tokens = 1, n = 4 }
   expect(before.errors):eq(0, "every request is answered 200 by a pod: " .. tostring(before))
+  stack:expect_scored(before.results[1], "p2", 100, "p2 served the prompt, and its sim announced all of it")
   expect(before:count("p3")):eq(0, "p1 and p2 hold the prompt and p3 does not: " .. tostring(before))
 
   -- Other prompts push the prompt's blocks out: they are the least

@@ -52,7 +52,8 @@ local function complete_with_ratio(prompt)
   return r, m1:get(RATIO .. "_sum", labels) - m0:get(RATIO .. "_sum", labels)
 end
 
-test("pods owning 1, 2 and 3 of 4 blocks score 25, 50 and 75; the longest prefix wins", function()
+test("pods owning 1, 2 and 3 of 4 blocks score 25, 50 and 75; the longest prefix wins",
+  { tags = { "needs:kvcache_score" } }, function()
   local prompt, tokens = stack:prompt(4)
   for i, pod in ipairs({ "p1", "p2", "p3" }) do
     stack:inject(pod, kvcache.stored { tokens = kvcache.prefix(tokens, i) })
@@ -60,7 +61,7 @@ test("pods owning 1, 2 and 3 of 4 blocks score 25, 50 and 75; the longest prefix
   end
 
   local r, ratio = complete_with_ratio(prompt)
-  expect(r.pod):eq("p3", "p3 holds the longest prefix (3 of 4 blocks)")
+  stack:expect_served(r, "p3", "p3 holds the longest prefix (3 of 4 blocks)")
   expect(ratio):near(0.75, 1e-9, "the best match is 3 of the prompt's 4 blocks")
   if r.scores then
     expect(r.scores.p1["kvcache-aware"]):eq(25, "p1 owns block 1 of 4")
@@ -73,7 +74,8 @@ test("pods owning 1, 2 and 3 of 4 blocks score 25, 50 and 75; the longest prefix
   stack:expect_routed { prompt = prompt, pod = "p3", n = 4, max_tokens = 1 }
 end)
 
-test("a block missing in the middle ends the match: blocks 1, 3 and 4 count as 1", function()
+test("a block missing in the middle ends the match: blocks 1, 3 and 4 count as 1",
+  { tags = { "needs:kvcache_score" } }, function()
   local prompt, tokens = stack:prompt(4)
   -- p1 owns three blocks around a gap, p2 two consecutive ones.
   stack:inject("p1", kvcache.stored { tokens = blocks(tokens, 1, 1) }, kvcache.stored { tokens = blocks(tokens, 3, 4) })
@@ -83,7 +85,7 @@ test("a block missing in the middle ends the match: blocks 1, 3 and 4 count as 1
   stack:expect_owner { tokens = tokens, pod = "p2", blocks = 2 }
 
   local r, ratio = complete_with_ratio(prompt)
-  expect(r.pod):eq("p2", "p2's blocks 1-2 are a longer prefix than p1's block 1; p1's blocks 3-4 come after "
+  stack:expect_served(r, "p2", "p2's blocks 1-2 are a longer prefix than p1's block 1; p1's blocks 3-4 come after "
     .. "its gap and cannot count, though p1 owns more blocks")
   expect(ratio):near(0.5, 1e-9, "the best match is p2's 2 of 4 blocks")
   if r.scores then
@@ -93,7 +95,8 @@ test("a block missing in the middle ends the match: blocks 1, 3 and 4 count as 1
   stack:expect_routed { prompt = prompt, pod = "p2", n = 3, max_tokens = 1 }
 end)
 
-test("a pod without the first block gets no score, however much of the rest it owns", function()
+test("a pod without the first block gets no score, however much of the rest it owns",
+  { tags = { "needs:kvcache_score" } }, function()
   local prompt, tokens = stack:prompt(4)
   stack:inject("p1", kvcache.stored { tokens = blocks(tokens, 1, 1) })
   stack:inject("p3", kvcache.stored { tokens = blocks(tokens, 2, 4) })
@@ -101,7 +104,7 @@ test("a pod without the first block gets no score, however much of the rest it o
   expect_holds("p3", tokens, { 2, 3, 4 }, "p3 announced every block but the first")
 
   local r, ratio = complete_with_ratio(prompt)
-  expect(r.pod):eq("p1", "only p1 owns the first block; p3's blocks 2-4 are not a prefix")
+  stack:expect_served(r, "p1", "only p1 owns the first block; p3's blocks 2-4 are not a prefix")
   expect(ratio):near(0.25, 1e-9, "the best match is p1's 1 of 4 blocks")
   if r.scores then
     expect(r.scores.p1["kvcache-aware"]):eq(25, "p1 owns block 1 of 4")
@@ -110,7 +113,8 @@ test("a pod without the first block gets no score, however much of the rest it o
   stack:expect_routed { prompt = prompt, pod = "p1", n = 3, max_tokens = 1 }
 end)
 
-test("the trailing partial block counts in the total, so the owner of every full block scores below 100", function()
+test("the trailing partial block counts in the total, so the owner of every full block scores below 100",
+  { tags = { "needs:kvcache_score" } }, function()
   -- 3 full blocks and 5 tokens: the router cuts 4 blocks, an engine
   -- announces only the 3 full ones.
   local prompt, tokens = stack:prompt(3, { tail = 5 })
@@ -118,7 +122,7 @@ test("the trailing partial block counts in the total, so the owner of every full
   stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(tokens, 3) })
   stack:expect_owner { tokens = tokens, pod = "p2" }
   local r, ratio = complete_with_ratio(prompt)
-  expect(r.pod):eq("p2", "p2 owns every full block of the prompt")
+  stack:expect_served(r, "p2", "p2 owns every full block of the prompt")
   expect(ratio):near(0.75, 1e-9, "3 of 4 blocks: the partial block can never be owned")
   if r.scores then expect(r.scores.p2["kvcache-aware"]):eq(75, "int(3 / 4 * 100)") end
 
@@ -127,7 +131,7 @@ test("the trailing partial block counts in the total, so the owner of every full
   stack:inject("p3", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
   stack:expect_owner { tokens = tokens, pod = "p3" }
   r, ratio = complete_with_ratio(prompt)
-  expect(r.pod):eq("p3", "p3 owns every full block of the prompt")
+  stack:expect_served(r, "p3", "p3 owns every full block of the prompt")
   expect(ratio):near(2 / 3, 1e-9, "2 of 3 blocks")
   if r.scores then expect(r.scores.p3["kvcache-aware"]):eq(66, "int(2 / 3 * 100), truncated") end
 end)

@@ -38,8 +38,9 @@ local function p2_owns(s, prompt)
   -- Right after Redis came back the runtime may still be reconnecting.
   s:inject("p2", kvcache.stored { tokens = tokens }, { timeout = 10 * SCALE })
   s:expect_owner { tokens = tokens, pod = "p2" }
-  local t = s:expect_routed { prompt = prompt, pod = "p2", max_tokens = 1 }
-  expect(s:scores(t.results[1]).p2["kvcache-aware"]):eq(100, "p2 holds every block of the prompt")
+  local r = assert(s:complete { prompt = prompt, max_tokens = 1 })
+  s:expect_scored(r, "p2", 100, "p2 holds every block of the prompt")
+  s:expect_served(r, "p2", "p2 holds every block of the prompt")
 end
 
 -- n requests for the prompt: every one served (status 200), none scored by
@@ -62,6 +63,7 @@ local function served_unscored(s, prompt, n, why)
 end
 
 test("Redis down: every request is still served through least-request, and each failure is counted (stage=redis)",
+  { tags = { "needs:kvcache_score" } },
   function()
     local s <close> = kvcache.stack { pods = 3, sim = QUIET_SIMS }
     local prompt = s:prompt(3, { tag = "outage" })
@@ -73,7 +75,8 @@ test("Redis down: every request is still served through least-request, and each 
     expect(errors_at(s, "tokenize")):eq(0, "tokenizing still works: no failure at stage tokenize")
   end)
 
-test("Redis back, empty: once ownership is written again the router scores it, without a restart", function()
+test("Redis back, empty: once ownership is written again the router scores it, without a restart",
+  { tags = { "needs:kvcache_score" } }, function()
   local s <close> = kvcache.stack { pods = 3, sim = QUIET_SIMS }
   local prompt = s:prompt(3, { tag = "comeback" })
   p2_owns(s, prompt)
@@ -93,6 +96,7 @@ test("Redis back, empty: once ownership is written again the router scores it, w
 end)
 
 test("Redis down when the router starts: no cache scoring, even once Redis is back, until the router restarts",
+  { tags = { "needs:kvcache_score" } },
   function()
     local s <close> = kvcache.stack { pods = 3, sim = QUIET_SIMS }
     local prompt = s:prompt(3, { tag = "coldstart" })

@@ -40,7 +40,8 @@ local function owned_at(pod, tokens, ts)
   end
 end
 
-test("ownership written before a restart no longer counts, though Redis still holds it", function()
+test("ownership written before a restart no longer counts, though Redis still holds it",
+  { tags = { "needs:kvcache_score" } }, function()
   local prompt, tokens = stack:prompt(4)
   stack:inject("p1", kvcache.stored { tokens = tokens })
   stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
@@ -54,7 +55,7 @@ test("ownership written before a restart no longer counts, though Redis still ho
       .. "restart", i))
   end
   local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
-  expect(r.pod):eq("p2", "p1's blocks were written before its restart, so only p2's 2 of 4 blocks count")
+  stack:expect_served(r, "p2", "p1's blocks were written before its restart, so only p2's 2 of 4 blocks count")
   if r.scores then
     expect(r.scores.p1["kvcache-aware"]):is_nil("p1's entries are stale: no kvcache-aware score")
     expect(r.scores.p2["kvcache-aware"]):eq(50, "p2 owns blocks 1-2 of 4")
@@ -62,7 +63,8 @@ test("ownership written before a restart no longer counts, though Redis still ho
   stack:expect_routed { prompt = prompt, pod = "p2", n = 3, max_tokens = 1 }
 end)
 
-test("ownership stamped in the restart second is stale; one second later it counts", function()
+test("ownership stamped in the restart second is stale; one second later it counts",
+  { tags = { "needs:kvcache_score" } }, function()
   local started = restart("p3")
   local in_second, in_second_tokens = stack:prompt(4)
   local after, after_tokens = stack:prompt(4)
@@ -75,17 +77,17 @@ test("ownership stamped in the restart second is stale; one second later it coun
   owned_at("p3", after_tokens, started + 1)
 
   local r = assert(stack:complete { prompt = in_second, max_tokens = 1 })
-  expect(r.pod):eq("p2", string.format("p3's fields say %d, its start second: the router cannot tell them "
+  stack:expect_served(r, "p2", string.format("p3's fields say %d, its start second: the router cannot tell them "
     .. "from entries of the old container and drops them", started))
   if r.scores then expect(r.scores.p3["kvcache-aware"]):is_nil("p3's entries from its start second are stale") end
 
   r = assert(stack:complete { prompt = after, max_tokens = 1 })
-  expect(r.pod):eq("p3", string.format("p3's fields say %d, a second after its start: they count (4 of 4 "
+  stack:expect_served(r, "p3", string.format("p3's fields say %d, a second after its start: they count (4 of 4 "
     .. "blocks beat p2's 2)", started + 1))
   if r.scores then expect(r.scores.p3["kvcache-aware"]):eq(100, "p3 owns 4 of 4 blocks, freshly") end
 end)
 
-test("blocks a restarted pod announces after it came back count again", function()
+test("blocks a restarted pod announces after it came back count again", { tags = { "needs:kvcache_score" } }, function()
   local prompt, tokens = stack:prompt(4)
   stack:inject("p2", kvcache.stored { tokens = tokens })
   stack:expect_owner { tokens = tokens, pod = "p2" }
@@ -102,7 +104,7 @@ test("blocks a restarted pod announces after it came back count again", function
   stack:inject("p1", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
   stack:expect_owner { tokens = tokens, pod = "p1", blocks = 2 }
   local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
-  expect(r.pod):eq("p2", "p2's fresh 4 of 4 blocks beat p1's 2 of 4")
+  stack:expect_served(r, "p2", "p2's fresh 4 of 4 blocks beat p1's 2 of 4")
   if r.scores then expect(r.scores.p2["kvcache-aware"]):eq(100, "p2 owns 4 of 4 blocks again") end
   stack:expect_routed { prompt = prompt, pod = "p2", n = 3, max_tokens = 1 }
 end)

@@ -32,7 +32,8 @@ local function mapping_key(prefix, pod, engine_hash)
   return prefix .. stack:pod(pod).owner .. "@" .. kvcache.u64(engine_hash)
 end
 
-test("the router tokenizes text and chat prompts at the SGLang port and follows their cache", function()
+test("the router tokenizes text and chat prompts at the SGLang port and follows their cache",
+  { tags = { "needs:kvcache_score" } }, function()
   local errors = router_metric("kthena_router_kvcache_aware_errors_total", { stage = "tokenize" })
   local tokenized = router_metric("kthena_router_kvcache_aware_tokenize_duration_seconds_count")
 
@@ -89,7 +90,8 @@ test("SGLang's events reach Redis, with the engine-hash mapping under sglang:kv:
     "AllBlocksCleared deletes the pod's mappings")
 end)
 
-test("a prompt an SGLang pod served is announced by its engine and routed back to it", function()
+test("a prompt an SGLang pod served is announced by its engine and routed back to it",
+  { tags = { "needs:kvcache_score" } }, function()
   local prompt = stack:prompt(2, { tail = 8 })
   local pod = stack:pod("p1")
   stack:serve("p1", { prompt = prompt })

@@ -117,7 +117,8 @@ test("SGLang pods: both prompt kinds are tokenized with SGLang's bodies, at sgla
     .. "received for a chat prompt (SGLang's request has no add_generation_prompt)", chat.pod))
 end)
 
-test("a tokenizer on a port of its own: the router asks it there and follows the cache", function()
+test("a tokenizer on a port of its own: the router asks it there and follows the cache",
+  { tags = { "needs:kvcache_score" } }, function()
   -- tokenizer_port sets vllmTokenizerPort in the router's configuration, and
   -- the engines answer /tokenize there as well as at their serving port.
   local s <close> = kvcache.stack { pods = 3, tokenizer_port = 8100 }

@@ -42,7 +42,8 @@ local function p1_owns(req)
   stack:inject("p1", kvcache.stored { tokens = kvcache.prefix(tokens, #tokens // 16) })
   stack:expect_owner { tokens = tokens, pod = "p1" }
   local t = stack:expect_routed { prompt = req.prompt, messages = req.messages, pod = "p1", max_tokens = 1 }
-  expect(stack:scores(t.results[1]).p1["kvcache-aware"]):gt(0, "p1 holds the prompt's full blocks")
+  stack:expect_scored(t.results[1], "p1", math.floor((#tokens // 16) / ((#tokens + 15) // 16) * 100),
+    "p1 holds the prompt's full blocks")
 end
 
 -- A served request without any cache score, least-request scoring every pod.
@@ -64,7 +65,8 @@ after_each(function()
   for _, pod in ipairs(PODS) do stack:fault(pod, nil) end
 end)
 
-test("every /tokenize answering 500: requests are served through least-request, each failure counted", function()
+test("every /tokenize answering 500: requests are served through least-request, each failure counted",
+  { tags = { "needs:kvcache_score" } }, function()
   local prompt = stack:prompt(3, { tag = "fivehundred" })
   p1_owns { prompt = prompt }
   local before = errors_at("tokenize")
@@ -84,7 +86,8 @@ test("every /tokenize answering 500: requests are served through least-request, 
   expect(again.results[1].scores.p1["kvcache-aware"]):eq(100, "scoring is back as soon as /tokenize answers")
 end)
 
-test("one pod's /tokenize failing: only the requests it was asked to tokenize lose the cache score", function()
+test("one pod's /tokenize failing: only the requests it was asked to tokenize lose the cache score",
+  { tags = { "needs:kvcache_score" } }, function()
   local prompt = stack:prompt(3, { tag = "onebad" })
   p1_owns { prompt = prompt }
   stack:fault("p2", { tokenize = 500 })
@@ -99,7 +102,7 @@ test("one pod's /tokenize failing: only the requests it was asked to tokenize lo
       expect_unscored(r, "p2 was asked to tokenize and answered 500")
       failed = failed + 1
     else
-      expect(r.pod):eq("p1", "a request tokenized by a healthy pod goes to the owner p1 (request "
+      stack:expect_served(r, "p1", "a request tokenized by a healthy pod goes to the owner p1 (request "
         .. r.request_id .. ")")
       expect(r.scores.p1["kvcache-aware"]):eq(100, "and is scored by the cache")
       scored = scored + 1
@@ -110,7 +113,8 @@ test("one pod's /tokenize failing: only the requests it was asked to tokenize lo
   expect(errors_at("tokenize") - before):eq(failed, ERRORS .. '{stage="tokenize"} counts exactly the unscored requests')
 end)
 
-test("a /tokenize that hangs: each chat request is served unscored after Kthena's 10 s budget", { timeout = 40 },
+test("a /tokenize that hangs: each chat request is served unscored after Kthena's 10 s budget",
+  { tags = { "needs:kvcache_score" }, timeout = 40 },
   function()
     local messages = { { role = "user", content = stack:text(48, { tag = "hang" }) } }
     p1_owns { messages = messages }

@@ -19,7 +19,8 @@ local kvcache = require("kvcache")
 
 local FAILING = { failure_injection_rate = 100, failure_types = { "server_error" } }
 
-test("the best pod answering 503 is retried once on the next pod; the access log shows both attempts", function()
+test("the best pod answering 503 is retried once on the next pod; the access log shows both attempts",
+  { tags = { "needs:kvcache_score", "needs:attempts_logged" } }, function()
   local s <close> = kvcache.stack { pods = { { sim = FAILING }, {}, {} } }
   for _, stream in ipairs({ false, true }) do
     -- A prompt of its own: the pod that served the last one announced it.
@@ -28,6 +29,9 @@ test("the best pod answering 503 is retried once on the next pod; the access log
     s:expect_owner { tokens = tokens, pod = "p1" }
     local kind = stream and "a streamed request" or "a request"
     local r = assert(s:complete { prompt = prompt, max_tokens = 1, stream = stream })
+    if s:can("decisions") then
+      s:expect_scored(r, "p1", 100, "p1 holds the prompt, so the router schedules it first")
+    end
     expect(r.status):eq(200, string.format("RETRY-1: p1, scheduled first for %s (it holds the prompt), answers "
       .. "503 before any byte; the router must try the next pod instead of failing the client (request %s: %s)",
       kind, r.request_id, r.body))
@@ -37,7 +41,8 @@ test("the best pod answering 503 is retried once on the next pod; the access log
     expect(entry.selected_pod):eq("p1", string.format("RETRY-2: the access log's selected_pod is the pod "
       .. "scheduled first, p1, even though %s served %s; access log: %s", tostring(r.pod), r.request_id, entry.line))
     expect(entry.upstream_attempts):eq(2, string.format("RETRY-1/RETRY-2: one failed upstream (p1's 503) and one "
-      .. "retry that succeeded make 2 attempts for %s; access log: %s", r.request_id, entry.line))
+      .. "retry that succeeded make 2 attempts for %s; access log: %s%s", r.request_id, entry.line,
+      s:cause_note("attempts_logged")))
     expect(entry.status):eq(200, "the access log records the client's status, 200: " .. entry.line)
     if r.decision then
       expect(r.decision.attempts):eq(2, "RETRY-1: the router's decision counts 2 attempts for " .. r.request_id)
@@ -46,14 +51,15 @@ test("the best pod answering 503 is retried once on the next pod; the access log
   end
 end)
 
-test("when every pod fails, the client gets 503 request to all pods failed, after each pod was tried", function()
+test("when every pod fails, the client gets 503 request to all pods failed, after each pod was tried",
+  { tags = { "needs:attempts_logged", "needs:all_failed_503" } }, function()
   local s <close> = kvcache.stack { pods = 2, sim = FAILING }
   local r = assert(s:complete { prompt = s:prompt(2), max_tokens = 1 })
-  expect(r.status):eq(503, string.format("RETRY-1: both pods answer 503, so the request fails (request %s: %s)",
-    r.request_id, r.body))
+  expect(r.status):eq(503, string.format("RETRY-1: both pods answer 503, so the request fails (request %s: %s)%s",
+    r.request_id, r.body, s:cause_note("all_failed_503")))
   expect(r.body):contains("request to all pods failed", "RETRY-1: Kthena's error once every pod failed")
   local entry = s:access_log(r.request_id)
   expect(entry.upstream_attempts):eq(2, string.format("RETRY-1/RETRY-2: both pods were tried before the 503; "
-    .. "access log: %s", entry.line))
+    .. "access log: %s%s", entry.line, s:cause_note("attempts_logged")))
   expect(entry.status):eq(503, "the access log records the client's status: " .. entry.line)
 end)

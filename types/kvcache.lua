@@ -125,6 +125,7 @@
 ---@class kvcache.options.expect_routed: kvcache.options.route
 ---@field pod string  the pod every request must reach
 ---@field tokens? integer[]  the prompt's tokens, when known
+---@field by_cache? boolean  false: the pod may win without a cache score (a filter chose it); default true
 
 ---The options of stack:explain.
 ---@class kvcache.options.explain
@@ -338,6 +339,33 @@ function KvStack:route(o) end
 ---@param o kvcache.options.expect_routed
 ---@return KvTally
 function KvStack:expect_routed(o) end
+
+---r was served by pod, which won it with a kvcache-aware score (where the target reports
+---decisions); else the test fails with why, the scores and the target's known cause.
+---@param r KvCompletion
+---@param pod string
+---@param why string
+function KvStack:expect_served(r, pod, why) end
+
+---pod's kvcache-aware score for r is want (nil: none), or the test fails saying so.
+---@param r KvCompletion
+---@param pod string
+---@param want integer?
+---@param why string
+function KvStack:expect_scored(r, pod, want, why) end
+
+---Of the router's last n decisions (default 200), how many gave some pod a kvcache-aware
+---score, how many were read, and the target's known cause when none did ("" otherwise); nil
+---where the target reports no decisions.
+---@param n? integer
+---@return integer?, integer?, string?
+function KvStack:cache_scored(n) end
+
+---"" or "; known cause: ..." naming the target's known causes that break need (a need of
+---fixtures/stacks/kthena_causes.lua), for a failure message.
+---@param need string
+---@return string
+function KvStack:cause_note(need) end
 
 ---@param o kvcache.options.explain
 ---@return string  the first broken link of the data path

@@ -15,9 +15,12 @@
 # overrides). The simulator's version is the one fixtures/kthena/sim/go.mod
 # requires.
 #
-# KTHENA_RUNTIME=real (with KTHENA_DIR) also makes a virtualenv for that
-# checkout's runtime sidecar, which the kthena target then runs instead of
-# the project's (fixtures/targets/kthena.lua).
+# With KTHENA_DIR the checkout is tested whole: its runtime sidecar too.
+# The build makes a virtualenv for that runtime (from the checkout's
+# requirements, through pip), which the kthena target then runs instead of
+# the project's (fixtures/targets/kthena.lua). KTHENA_RUNTIME=local keeps
+# the project's runtime (no virtualenv); KTHENA_RUNTIME=real says the
+# default out loud.
 #
 # KTHENA_OUT=DIR builds into DIR instead (a second build beside the usual
 # one; the driver finds it through KVENGINE_KTHENA_BIN=DIR).
@@ -71,9 +74,10 @@ fi
 version=${KTHENA_VERSION:-}
 runtime=${KTHENA_RUNTIME:-}
 case "$runtime" in
-"" | local) runtime="" ;;
+"") [ -n "$kthena_dir" ] && runtime=real ;;
+local) runtime="" ;;
 real) [ -n "$kthena_dir" ] || infra "KTHENA_RUNTIME=real runs a checkout's runtime: set KTHENA_DIR too" ;;
-*) infra "KTHENA_RUNTIME=$runtime: local (the project's runtime) or real (KTHENA_DIR's python/kthena/runtime)" ;;
+*) infra "KTHENA_RUNTIME=$runtime: local (the project's runtime) or real (KTHENA_DIR's own, its default)" ;;
 esac
 
 # A fingerprint of the contents of every file a build reads (tests aside).
@@ -165,8 +169,9 @@ say "building llm-d-inference-sim $(cd "$sim_src" && go list -m -f '{{.Version}}
   github.com/llm-d/llm-d-inference-sim/cmd/llm-d-inference-sim)
 mv "$out/llm-d-inference-sim.new" "$out/llm-d-inference-sim"
 
-# Kthena's own runtime sidecar (KTHENA_RUNTIME=real): the checkout's Python
-# code, run from a virtualenv made from its requirements (PyPI).
+# Kthena's own runtime sidecar (with KTHENA_DIR, unless KTHENA_RUNTIME=local):
+# the checkout's Python code, run from a virtualenv made from its
+# requirements (PyPI).
 if [ -n "$runtime" ]; then
   say "making the runtime's virtualenv from $kthena_dir/python/kthena/{runtime,downloader}/requirements.txt"
   rm -rf "$out/venv"
