@@ -50,13 +50,15 @@ local function claims(s)
   end
 end
 
-test("pods of two namespaces: each namespace's requests follow its own pods' cache", function()
+test("pods of two namespaces: each namespace's requests follow its own pods' cache",
+  { tags = { "needs:kvcache_score" } }, function()
   local s <close> = kvcache.stack { pods = { { name = "a1" }, { name = "a2" },
     { name = "b1", namespace = "team-b" }, { name = "b2", namespace = "team-b" } } }
   claims(s)
 end)
 
-test("vLLM and SGLang pods of one namespace: each engine's requests follow its own pods' cache", function()
+test("vLLM and SGLang pods of one namespace: each engine's requests follow its own pods' cache",
+  { tags = { "needs:kvcache_score" } }, function()
   local s <close> = kvcache.stack { pods = { { name = "a1" }, { name = "a2" },
     { name = "b1", engine = "sglang" }, { name = "b2", engine = "sglang" } } }
   claims(s)
