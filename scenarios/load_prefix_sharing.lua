@@ -263,6 +263,15 @@ local function report()
   return table.concat(lines, "\n") .. "\n"
 end
 
+-- The kvcache-aware run's figures mean something only if the router gave
+-- some of its requests a cache score.
+local function expect_cache_scored(kv)
+  if kv.scored == 0 and kv.decisions > 0 then
+    fail(string.format("none of the kvcache-aware run's last %d decisions gave any pod a kvcache-aware score%s",
+      kv.decisions, kv.unscored))
+  end
+end
+
 test("the workload under random, least-request and kvcache-aware routing (figures in load.txt)", { timeout = 600 },
   function()
     for _, p in ipairs(POLICIES) do run(p) end
