@@ -7,7 +7,9 @@
 -- checkout; find, a short piece of one line of that file that must occur
 -- there exactly once (else the mutant is reported stale: Kthena's code
 -- moved); replace, one line; tests, the scenario files that kill it on the
--- kthena target (only these are run); needs, the capabilities of the
+-- kthena target (only these are run); filter, a pattern of the names of
+-- the tests in them to run (when others of the file would only cost time);
+-- needs, the capabilities of the
 -- kthena driver those tests need (a mutant whose capability the driver
 -- declares absent, or does not declare, is reported as not runnable on
 -- this build). Anchors are kept as short as uniqueness allows: the catalogue
@@ -89,8 +91,8 @@ return {
     tests = { "scenarios/upstream_retry.lua" } },
   { name = "k-random-kept-beside-others", rule = "SCORE-6", file = R .. "scheduler/plugins/conf/conf.go",
     what = "random stays configured beside other score plugins",
-    find = "if hasRandomPlugin && hasOtherScorePlugins {", replace = "if false {",
-    tests = { "scenarios/plugin_weights.lua" } },
+    find = "if hasRandomPlugin && hasOtherScorePlugins {", replace = "if hasRandomPlugin && hasOtherScorePlugins && false {",
+    tests = { "scenarios/plugin_weights.lua" }, filter = "random" },
   { name = "k-least-request-idle-99", rule = "SCORE-7", file = R .. "scheduler/plugins/least_request.go",
     what = "least-request scores an idle pod 99 instead of 100",
     find = "score := 100.0", replace = "score := 99.0",
@@ -98,11 +100,11 @@ return {
   { name = "k-least-request-queue-unweighted", rule = "SCORE-7", file = R .. "scheduler/plugins/least_request.go",
     what = "least-request does not weigh requests queued in the engine 100 times",
     find = "+ 100*math.Max(", replace = "+ 0*math.Max(",
-    tests = { "scenarios/plugin_weights.lua", "scenarios/least_request_boundary.lua" } },
+    tests = { "scenarios/plugin_weights.lua" }, filter = "queued" },
   { name = "k-random-constant", rule = "SCORE-8", file = R .. "scheduler/plugins/random.go",
     what = "random scores every pod 100",
     find = "score := rand.Intn(101)", replace = "score := 100 + rand.Intn(1)",
-    tests = { "scenarios/load_prefix_sharing.lua" } },
+    tests = { "scenarios/plugin_weights.lua" }, filter = "random" },
 
   -- ---------------------------------------------------------------- FILTER
   { name = "k-max-waiting-inclusive", rule = "FILTER-1", file = R .. "scheduler/plugins/least_request.go",

@@ -168,6 +168,7 @@ local function check_catalogue()
       if type(m.find) == "string" and m.find:find("\n") then bad("find must be one line of Kthena's source") end
       if type(m.replace) == "string" and m.replace:find("\n") then bad("replace must be one line") end
       if type(m.tests) ~= "table" or #m.tests == 0 then bad("tests must name the scenarios that kill it") end
+      if m.filter ~= nil and type(m.filter) ~= "string" then bad("filter must be a test-name pattern") end
       for _, c in ipairs(m.needs or {}) do
         if type(c) ~= "string" then bad("needs lists capability names") end
       end
@@ -402,7 +403,8 @@ local function try_mutant(tree, m, files)
       if not seen[f] then order[#order + 1] = f end
     end
     for _, f in ipairs(order) do
-      local out = kvengine(tree, { "--fail-fast", f })
+      local args = m.filter and seen[f] and { "--fail-fast", "--filter", m.filter, f } or { "--fail-fast", f }
+      local out = kvengine(tree, args)
       result.runs = result.runs + 1
       local file, name, message = first_failure(out)
       if file then
