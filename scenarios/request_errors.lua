@@ -1,8 +1,9 @@
--- scenarios/request_errors.lua - requests the router refuses before it
--- schedules anything, and the one it serves without a cache score: the
--- status and message each gets (ERR-1 to ERR-4 in docs/kthena.md), and an
--- empty prompt that costs the kvcache-aware plugin nothing (ERR-9): it is
--- not tokenized, so no tokenize error is counted.
+-- scenarios/request_errors.lua - requests the router refuses, with the
+-- status and message each gets: a body it cannot read, a blank model, no
+-- prompt, a model without a route (ERR-1 to ERR-4 in docs/kthena.md), no
+-- pod left by the filters (FILTER-3); and an empty prompt, which costs the
+-- kvcache-aware plugin nothing (ERR-9): it is not tokenized, so no tokenize
+-- error is counted.
 --
 -- The bodies are sent as raw bytes, not through stack:complete, which only
 -- writes well-formed requests.
@@ -49,4 +50,23 @@ test("an empty prompt is scheduled without a kvcache-aware score and counts no k
     expect(m:get(ERRORS, { model = s.model, stage = stage }) or 0):eq(0, string.format("ERR-9: an empty prompt "
       .. "is not tokenized and counts no error; %s{stage=%q} moved", ERRORS, stage))
   end
+end)
+
+test("a filter that leaves no pod fails the request with 400 can't schedule", function()
+  local s <close> = kvcache.stack {
+    pods = { { sim = { fake_metrics = { waiting_requests = 5 } } } },
+    router = { scheduler = {
+      pluginConfig = { { name = "least-request", args = { maxWaitingRequests = 2 } } },
+      plugins = { Filter = { enabled = { "least-request" } },
+        Score = { enabled = { { name = "least-request", weight = 1 } } } },
+    } },
+  }
+  eventually(function()
+    local waiting = s:router_view("p1").waiting
+    if waiting ~= 5 then error("the router sees p1 with " .. tostring(waiting) .. " waiting requests, not yet 5") end
+    return true
+  end)
+  refused(post(s, string.format('{"model":"%s","prompt":"hi","max_tokens":1}', s.model)), 400,
+    "can't schedule to target pod", "FILTER-3", "a request whose one pod least-request filters out (5 waiting, "
+    .. "maxWaitingRequests 2)")
 end)

@@ -440,7 +440,10 @@ end
 local function verdict(r)
   if r.stale then return "STALE: " .. r.stale end
   if r.absent then return "not runnable on this build: " .. r.absent end
-  if r.error then return "ERROR: " .. r.error:gsub("\n", " "):sub(1, 200) end
+  if r.error then
+    local e = r.error:gsub("\n", " ")
+    return "ERROR: " .. (#e > 300 and (e:sub(1, 60) .. " ... " .. e:sub(-240)) or e)
+  end
   if r.killed then return string.format("%s: %s", r.killed.file, r.killed.name) end
   return "SURVIVED" .. (r.flaky and (" (failed only by flakes: " .. r.flaky .. ")") or "")
 end
