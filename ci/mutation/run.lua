@@ -464,7 +464,7 @@ end
 local problems, stale = check_catalogue()
 local catalogue_file = KTHENA and "ci/mutation/kthena.lua" or "ci/mutation/catalogue.lua"
 if opts.list then
-  for _, m in ipairs(catalogue) do say("%-34s %-9s %-40s %s", m.name, m.rule, m.file, m.kthena) end
+  for _, m in ipairs(catalogue) do say("%-34s %-9s %-40s %s", m.name, m.rule, m.file, KTHENA and "" or m.kthena) end
 end
 for _, p in ipairs(problems) do say("catalogue: %s", p) end
 for _, st in ipairs(stale) do say("STALE: %s", st) end
@@ -480,16 +480,6 @@ say("mutation: %d mutants of %d (%d rules%s), %d at a time; %d stale", #list, #c
   #stale)
 if opts.check or opts.list then os.exit(0) end
 
-PARENT = fs.tmpdir()
-clean_tree = make_tree("clean")
-if KTHENA then
-  local ok, err = build(clean_tree)
-  if not ok then die("the clean checkout does not build:\n" .. err) end
-end
-local files = suite_files(clean_tree.dir)
-say("mutation: the suite is %s; the clean tree and %d for mutants in %s",
-  KTHENA and "each mutant's own tests on the kthena target" or (#files .. " files"), math.min(opts.jobs, #list), PARENT)
-
 local results, next_i, done = {}, 1, 0
 local function report(m, r)
   results[m.name] = r
@@ -504,6 +494,17 @@ for _, m in ipairs(list) do
   elseif why then report(m, { absent = why, runs = 0, seconds = 0 })
   else runnable[#runnable + 1] = m end
 end
+
+PARENT = fs.tmpdir()
+clean_tree = make_tree("clean")
+if KTHENA and #runnable > 0 then
+  local ok, err = build(clean_tree)
+  if not ok then die("the clean checkout does not build:\n" .. err) end
+end
+local files = suite_files(clean_tree.dir)
+say("mutation: the suite is %s; the clean tree and %d for mutants in %s",
+  KTHENA and "each mutant's own tests on the kthena target" or (#files .. " files"), math.min(opts.jobs, #runnable),
+  PARENT)
 local function worker(w)
   local tree = make_tree("mutants-" .. w)
   while next_i <= #runnable do
