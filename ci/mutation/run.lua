@@ -418,6 +418,7 @@ local function try_mutant(tree, m, files)
           break
         end
         result.flaky = (result.flaky and result.flaky .. "; " or "") .. file .. ": " .. name
+          .. (confirmed and " [fails against the clean tree too]" or " [passed in a rerun]")
       end
     end
   end
