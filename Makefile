@@ -236,10 +236,14 @@ soak: deps
 	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build; fi
 	KVENGINE_FUZZ_DIR=$(BUILD)/fuzz sh ci/soak.sh $(KVENGINE) $(TEST_PATHS)
 
-# Every mutant of ci/mutation/catalogue.lua must fail a test (docs/mutation.md).
+# Every mutant of ci/mutation/catalogue.lua must fail a test (docs/mutation.md);
+# TARGET=kthena KTHENA_DIR=<checkout>: those of ci/mutation/kthena.lua, made
+# of a copy of that checkout's router source and run on the kthena target.
 MUTATION_ARGS ?=
+TARGET ?=
 mutation: all
-	KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" $(KVENGINE) serve ci/mutation/run.lua $(MUTATION_ARGS)
+	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" \
+	  $(KVENGINE) serve ci/mutation/run.lua $(if $(TARGET),--target $(TARGET)) $(MUTATION_ARGS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/kvengine $(DESTDIR)$(PREFIX)/share/kvengine

@@ -28,24 +28,26 @@ local MAX_WAITING = 3 -- least-request's maxWaitingRequests in these stacks
 local SLOW_POD = { sim = { inter_token_latency = 50, max_num_seqs = 2 } }
 local LONG = 400 -- tokens of a request that keeps p1 busy (about 20 s)
 
--- A stack of three pods whose router weighs the plugins so.
-local function weighted_stack(kv_weight, lr_weight)
-  return kvcache.stack {
-    pods = { SLOW_POD, {}, {} },
-    router = {
-      scheduler = {
-        pluginConfig = {
-          { name = "kvcache-aware", args = { blockSizeToHash = 16, maxBlocksToMatch = 128 } },
-          { name = "least-request", args = { maxWaitingRequests = MAX_WAITING } },
-        },
-        plugins = {
-          Filter = { enabled = { "least-request" } },
-          Score = { enabled = { { name = "least-request", weight = lr_weight },
-            { name = "kvcache-aware", weight = kv_weight } } },
-        },
+-- The router configuration that weighs the plugins so.
+local function weighted_stack_config(kv_weight, lr_weight)
+  return {
+    scheduler = {
+      pluginConfig = {
+        { name = "kvcache-aware", args = { blockSizeToHash = 16, maxBlocksToMatch = 128 } },
+        { name = "least-request", args = { maxWaitingRequests = MAX_WAITING } },
+      },
+      plugins = {
+        Filter = { enabled = { "least-request" } },
+        Score = { enabled = { { name = "least-request", weight = lr_weight },
+          { name = "kvcache-aware", weight = kv_weight } } },
       },
     },
   }
+end
+
+-- A stack of three pods whose router weighs the plugins so.
+local function weighted_stack(kv_weight, lr_weight)
+  return kvcache.stack { pods = { SLOW_POD, {}, {} }, router = weighted_stack_config(kv_weight, lr_weight) }
 end
 
 -- A prompt whose every block p1 holds.
@@ -212,3 +214,86 @@ test("kvcache-aware alone refuses a prompt no pod holds with 503, as Kthena does
     s:expect_owner { tokens = tokens, pod = "p2" }
     s:expect_routed { prompt = prompt, pod = "p2", n = 2, max_tokens = 1 }
   end)
+
+-- A stack of three pods whose router enables exactly these score plugins.
+local function scored_by(plugins)
+  return kvcache.stack { pods = 3, router = { scheduler = { plugins = { Score = { enabled = plugins } } } } }
+end
+
+test("random configured beside another score plugin is dropped: no pod gets a random score", function()
+  local s <close> = scored_by { { name = "least-request", weight = 1 }, { name = "random", weight = 1 } }
+  local t = s:route { prompt = s:prompt(2), max_tokens = 1, n = 3 }
+  for _, r in ipairs(t.results) do
+    for pod, score in pairs(s:scores(r)) do
+      expect(score.random):is_nil(string.format("SCORE-6: random is configured beside least-request, so the "
+        .. "router drops it; yet it scored %s %s for request %s", pod, tostring(score.random), r.request_id))
+    end
+  end
+end)
+
+test("random alone scores every pod uniformly from 0 to 100", function()
+  local s <close> = scored_by { { name = "random", weight = 1 } }
+  local t = s:route { prompt = s:prompt(2), max_tokens = 1, n = 10 }
+  local distinct, seen = 0, {}
+  for _, r in ipairs(t.results) do
+    for pod, score in pairs(s:scores(r)) do
+      local v = score.random
+      expect(v ~= nil and v >= 0 and v <= 100):is_true(string.format("SCORE-8: random scores %s from 0 to 100, "
+        .. "got %s for request %s", pod, tostring(v), r.request_id))
+      if not seen[v] then seen[v], distinct = true, distinct + 1 end
+    end
+  end
+  -- 30 uniform draws from 101 values take fewer than 5 distinct ones with
+  -- a probability below 1e-30.
+  expect(distinct):ge(5, "SCORE-8: 10 requests x 3 pods of uniform random scores take at least 5 distinct values")
+end)
+
+-- Least-request's base is onFlight + 100 x max(onFlight - running, 0): a
+-- request the router sent that the engine does not run yet counts as
+-- queued, 100 times over. p1 runs one long request; p2, which runs one
+-- request at a time, runs one and queues another: bases p1 1, p2 2 + 100,
+-- idle p3 0. Normalised to the busiest: p1 99, p2 0, p3 100 (without the
+-- weight p1 would get 50).
+test("least-request counts a request the engine has not started as queued, 100 times over", function()
+  local s <close> = kvcache.stack {
+    pods = { SLOW_POD, { sim = { inter_token_latency = 50, max_num_seqs = 1 } }, {} },
+    router = weighted_stack_config(3, 1),
+  }
+  local busy = { { "p1", "vllm:num_requests_running", 1 }, { "p2", "vllm:num_requests_running", 1 },
+    { "p2", "vllm:num_requests_waiting", 1 } }
+  local prompts, stops = {}, {}
+  for _, b in ipairs(busy) do
+    local pod, metric, n = b[1], b[2], b[3]
+    if not prompts[pod] then
+      local prompt, tokens = s:prompt(4)
+      s:inject(pod, kvcache.stored { tokens = tokens })
+      s:expect_owner { tokens = tokens, pod = pod }
+      prompts[pod] = prompt
+    end
+    stops[#stops + 1] = background { function()
+      s:complete { prompt = prompts[pod], max_tokens = LONG, ignore_eos = true, timeout = 60 }
+    end }
+    eventually(function()
+      local got = gauge(s, pod, metric)
+      if got < n then error(string.format("%s's engine reports %s %s, not yet %d", pod, metric, got, n)) end
+      return true
+    end)
+  end
+  eventually(function()
+    local v1, v2 = s:router_view("p1"), s:router_view("p2")
+    if v1.running ~= 1 or v2.running ~= 1 or v2.waiting ~= 1 then
+      error(string.format("the router sees p1 running %s, p2 running %s and waiting %s, not yet 1, 1 and 1",
+        tostring(v1.running), tostring(v2.running), tostring(v2.waiting)))
+    end
+    return true
+  end)
+  local r = assert(s:complete { prompt = s:prompt(2), max_tokens = 1 })
+  for _, stop in ipairs(stops) do stop() end
+  local scores = s:scores(r)
+  local want = { p1 = 99, p2 = 0, p3 = 100 }
+  for _, pod in ipairs({ "p1", "p2", "p3" }) do
+    expect(scores[pod]["least-request"]):eq(want[pod], string.format("SCORE-7: bases p1 1 (1 in flight, 1 "
+      .. "running), p2 102 (2 in flight, 1 running: 100 x 1 queued), p3 0; least-request gives %s %d, "
+      .. "normalised to the busiest", pod, want[pod]))
+  end
+end)

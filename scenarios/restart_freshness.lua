@@ -5,8 +5,9 @@
 -- before its pod's newest start second. After a restart the old entries
 -- stay in Redis (a restarted engine never withdraws them), yet the router
 -- no longer counts them; an entry stamped in the restart second itself is
--- stale too, one stamped a second later is not; and blocks the restarted
--- pod announces after it came back count as usual.
+-- stale too, one stamped a second later is not; a value that does not
+-- parse as a second is kept; and blocks the restarted pod announces after
+-- it came back count as usual.
 --
 -- Why it matters: a restarted engine starts with an empty cache. Without
 -- this rule, every prompt the pod had cached would keep going to it, for up
@@ -85,6 +86,20 @@ test("ownership stamped in the restart second is stale; one second later it coun
   stack:expect_served(r, "p3", string.format("p3's fields say %d, a second after its start: they count (4 of 4 "
     .. "blocks beat p2's 2)", started + 1))
   if r.scores then expect(r.scores.p3["kvcache-aware"]):eq(100, "p3 owns 4 of 4 blocks, freshly") end
+end)
+
+test("an owner field whose value does not parse as a second counts: the router keeps what it cannot date",
+  { tags = { "needs:kvcache_score" } }, function()
+  local prompt, tokens = stack:prompt(4)
+  stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
+  stack:expect_owner { tokens = tokens, pod = "p2", blocks = 2 }
+  owned_at("p1", tokens, "soon")
+  local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
+  stack:expect_served(r, "p1", "FRESH-2: p1's fields on the prompt's 4 blocks say \"soon\", which does not parse "
+    .. "as a second: the router keeps them, and 4 of 4 blocks beat p2's 2")
+  if r.scores then
+    expect(r.scores.p1["kvcache-aware"]):eq(100, "FRESH-2: p1's unparsable fields count: 4 of 4 blocks")
+  end
 end)
 
 test("blocks a restarted pod announces after it came back count again", { tags = { "needs:kvcache_score" } }, function()
