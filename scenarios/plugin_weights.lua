@@ -254,7 +254,8 @@ end)
 -- request at a time, runs one and queues another: bases p1 1, p2 2 + 100,
 -- idle p3 0. Normalised to the busiest: p1 99, p2 0, p3 100 (without the
 -- weight p1 would get 50).
-test("least-request counts a request the engine has not started as queued, 100 times over", function()
+test("least-request counts a request the engine has not started as queued, 100 times over",
+  { tags = { "needs:kvcache_score" } }, function()
   local s <close> = kvcache.stack {
     pods = { SLOW_POD, { sim = { inter_token_latency = 50, max_num_seqs = 1 } }, {} },
     router = weighted_stack_config(3, 1),
@@ -275,7 +276,10 @@ test("least-request counts a request the engine has not started as queued, 100 t
     end }
     eventually(function()
       local got = gauge(s, pod, metric)
-      if got < n then error(string.format("%s's engine reports %s %s, not yet %d", pod, metric, got, n)) end
+      if got < n then
+        error(string.format("%s's engine reports %s %s, not yet %d (its request goes there by the pod's cache%s)",
+          pod, metric, got, n, s:cause_note("kvcache_score")))
+      end
       return true
     end)
   end

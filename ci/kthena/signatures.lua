@@ -11,12 +11,15 @@
 --                             candidates get a kvcache-aware score for it
 --   text_parts_tokens         a chat request whose content is two text parts:
 --                             the prompt length the router read
+--   body_error_worded         a body with a second JSON value after the
+--                             first: refused 400 "invalid request body"
 --   all_failed_status         both pods answer 503: the client's status
 --   upstream_attempts_logged  ...and whether its access log line has
 --                             upstream_attempts
 
 local causes = require("stacks.kthena_causes")
 local kvcache = require("kvcache")
+local http = require("http")
 local version = require("version")
 
 local FAILING = { failure_injection_rate = 100, failure_types = { "server_error" } }
@@ -41,6 +44,10 @@ local function observe()
       messages = { { role = "user", content = { { type = "text", text = a }, { type = "text", text = b } } } } })
     s:scores(chat)
     o.text_parts_tokens = chat.decision.prompt_tokens
+    local bad = assert(http.request { method = "POST", url = s:endpoints().router .. "/v1/completions",
+      body = string.format('{"model":"%s","prompt":"hi","max_tokens":1} {}', s.model),
+      headers = { ["content-type"] = "application/json" } })
+    o.body_error_worded = bad.status == 400 and bad.body:find("invalid request body", 1, true) ~= nil
   end
   do
     local s <close> = kvcache.stack { pods = 2, sim = FAILING }
