@@ -127,6 +127,14 @@
 ---@field tokens? integer[]  the prompt's tokens, when known
 ---@field by_cache? boolean  false: the pod may win without a cache score (a filter chose it); default true
 
+---The options of stack:expect_best: a completion's fields, and
+---@class kvcache.options.expect_best: kvcache.options.complete
+---@field pod string  the pod that must serve the request, by its cache
+---@field why string  why pod is the best, the failure's message
+---@field scores? table<string, [integer|false, string]>  per pod its kvcache-aware score (false: none) and why
+---@field n? integer  further requests expect_routed to pod (none when nil)
+---@field r? KvCompletion  a completion already made, instead of one of prompt
+
 ---The options of stack:explain.
 ---@class kvcache.options.explain
 ---@field model? string
@@ -353,6 +361,13 @@ function KvStack:expect_served(r, pod, why) end
 ---@param want integer?
 ---@param why string
 function KvStack:expect_scored(r, pod, want, why) end
+
+---One request served by o.pod for o.why, each o.scores entry its pod's kvcache-aware score
+---where the target reports scores, then o.n more requests expect_routed to o.pod.
+---@param o kvcache.options.expect_best
+---@return KvCompletion r
+---@return KvTally? tally  nil when o.n is nil
+function KvStack:expect_best(o) end
 
 ---Of the router's last n decisions (default 200), how many gave some pod a kvcache-aware
 ---score, how many were read, and the target's known cause when none did ("" otherwise); nil
