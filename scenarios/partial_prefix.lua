@@ -115,16 +115,16 @@ test("the trailing partial block counts in the total, so the owner of every full
   stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(tokens, 3) })
   stack:expect_owner { tokens = tokens, pod = "p2" }
   local r, ratio = complete_with_ratio(prompt)
-  stack:expect_served(r, "p2", "p2 owns every full block of the prompt")
   expect(ratio):near(0.75, 1e-9, "3 of 4 blocks: the partial block can never be owned")
-  if r.scores then expect(r.scores.p2["kvcache-aware"]):eq(75, "int(3 / 4 * 100)") end
+  stack:expect_best { r = r, prompt = prompt, pod = "p2", why = "p2 owns every full block of the prompt",
+    scores = { p2 = { 75, "int(3 / 4 * 100)" } } }
 
   -- 40 tokens: 2 full blocks of 3, the best is int(2 / 3 * 100) = 66.
   prompt, tokens = stack:prompt(2, { tail = 8 })
   stack:inject("p3", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
   stack:expect_owner { tokens = tokens, pod = "p3" }
   r, ratio = complete_with_ratio(prompt)
-  stack:expect_served(r, "p3", "p3 owns every full block of the prompt")
   expect(ratio):near(2 / 3, 1e-9, "2 of 3 blocks")
-  if r.scores then expect(r.scores.p3["kvcache-aware"]):eq(66, "int(2 / 3 * 100), truncated") end
+  stack:expect_best { r = r, prompt = prompt, pod = "p3", why = "p3 owns every full block of the prompt",
+    scores = { p3 = { 66, "int(2 / 3 * 100), truncated" } } }
 end)
