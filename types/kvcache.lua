@@ -20,6 +20,12 @@
 ---@field sabotage? table  test-only: break a link of the data path (targets with the sabotage capability)
 ---@field tokenizer_port? integer  engines also answer /tokenize on this port (the router's vllmTokenizerPort)
 
+---The options of kvcache.router_config.
+---@class kvcache.options.router_config
+---@field kvcache_aware? integer  the kvcache-aware plugin's scoring weight, default 1
+---@field least_request? integer  the least-request plugin's scoring weight, default 1
+---@field max_waiting? integer  least-request's maxWaitingRequests (nil: Kthena's default)
+
 ---A pod of kvcache.stack{pods = {...}}.
 ---@class kvcache.options.pod
 ---@field name? string
@@ -490,6 +496,12 @@ local kvcache = {}
 ---@param opts? kvcache.options.stack
 ---@return KvStack
 function kvcache.stack(opts) end
+
+---The default router configuration (for kvcache.stack{router =}) with the given scoring
+---weights and least-request's maxWaitingRequests.
+---@param o? kvcache.options.router_config
+---@return table
+function kvcache.router_config(o) end
 
 ---The stack a `kvengine up` keeps running, as it is (where: its attach file or control
 ---URL, default KVENGINE_ATTACH); closing it leaves it running.
