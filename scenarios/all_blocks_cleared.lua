@@ -43,13 +43,9 @@ test("a cleared pod loses every prompt it held, and the router follows",
   stack:expect_owner { tokens = ta, pod = "p2", blocks = 1, timeout = 0.1 }
   stack:expect_owner { tokens = tb, pod = "p3", blocks = 1, timeout = 0.1 }
 
-  local r = assert(stack:complete { prompt = a, max_tokens = 1 })
-  stack:expect_served(r, "p2", "p1 holds nothing after its clear; p2 still holds block 1 of 4")
-  if r.scores then
-    expect(r.scores.p1["kvcache-aware"]):is_nil("p1 owns no block any more, so it gets no kvcache-aware score")
-    expect(r.scores.p2["kvcache-aware"]):eq(25, "p2 owns block 1 of 4")
-  end
-  stack:expect_routed { prompt = a, pod = "p2", n = 2, max_tokens = 1 }
+  stack:expect_best { prompt = a, pod = "p2", why = "p1 holds nothing after its clear; p2 still holds block 1 of 4",
+    scores = { p1 = { false, "p1 owns no block any more, so it gets no kvcache-aware score" },
+      p2 = { 25, "p2 owns block 1 of 4" } }, n = 2, max_tokens = 1 }
   stack:expect_routed { prompt = b, pod = "p3", n = 3, max_tokens = 1 }
 end)
 

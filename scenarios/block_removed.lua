@@ -56,13 +56,10 @@ test("a removed block ends the owner's prefix there, and the router follows",
     expect(owners(tokens, i)[p1]):not_nil(string.format("p1 keeps block %d: only block 2 was removed", i))
   end
 
-  local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
-  stack:expect_served(r, "p2", "p1's prefix now ends at its missing block 2 (1 of 4); p2 holds blocks 1-2 (2 of 4)")
-  if r.scores then
-    expect(r.scores.p1["kvcache-aware"]):eq(25, "p1 keeps block 1 only as a prefix; blocks 3-4 follow its gap")
-    expect(r.scores.p2["kvcache-aware"]):eq(50, "p2 owns blocks 1-2 of 4")
-  end
-  stack:expect_routed { prompt = prompt, pod = "p2", n = 3, max_tokens = 1 }
+  stack:expect_best { prompt = prompt, pod = "p2",
+    why = "p1's prefix now ends at its missing block 2 (1 of 4); p2 holds blocks 1-2 (2 of 4)",
+    scores = { p1 = { 25, "p1 keeps block 1 only as a prefix; blocks 3-4 follow its gap" },
+      p2 = { 50, "p2 owns blocks 1-2 of 4" } }, n = 3, max_tokens = 1 }
 end)
 
 test("removing every block of a prompt takes the pod out of its scoring",
@@ -71,13 +68,9 @@ test("removing every block of a prompt takes the pod out of its scoring",
 
   stack:inject("p1", kvcache.removed { hashes = stored.hashes })
   stack:expect_no_owner { tokens = tokens, pod = "p1" }
-  local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
-  stack:expect_served(r, "p3", "p1 holds none of the prompt any more; p3 still holds block 1")
-  if r.scores then
-    expect(r.scores.p1["kvcache-aware"]):is_nil("p1 owns no block of the prompt, so it gets no kvcache-aware score")
-    expect(r.scores.p3["kvcache-aware"]):eq(25, "p3 owns block 1 of 4")
-  end
-  stack:expect_routed { prompt = prompt, pod = "p3", n = 3, max_tokens = 1 }
+  stack:expect_best { prompt = prompt, pod = "p3", why = "p1 holds none of the prompt any more; p3 still holds block 1",
+    scores = { p1 = { false, "p1 owns no block of the prompt, so it gets no kvcache-aware score" },
+      p3 = { 25, "p3 owns block 1 of 4" } }, n = 3, max_tokens = 1 }
 end)
 
 test("one pod's removal leaves the other owners of the same blocks in place",

@@ -35,18 +35,7 @@ end
 before_all(function()
   stack = kvcache.stack {
     pods = { { sim = { fake_metrics = { waiting_requests = 0 } } }, {}, {} },
-    router = {
-      scheduler = {
-        pluginConfig = {
-          { name = "kvcache-aware", args = { blockSizeToHash = 16, maxBlocksToMatch = 128 } },
-          { name = "least-request", args = { maxWaitingRequests = MAX_WAITING } },
-        },
-        plugins = {
-          Filter = { enabled = { "least-request" } },
-          Score = { enabled = { { name = "least-request", weight = 1 }, { name = "kvcache-aware", weight = 3 } } },
-        },
-      },
-    },
+    router = kvcache.router_config { kvcache_aware = 3, least_request = 1, max_waiting = MAX_WAITING },
   }
   prompt = held_by_p1()
 end)

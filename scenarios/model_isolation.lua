@@ -47,13 +47,10 @@ test("the base model's blocks do not count for the adapter's requests", { tags =
   stack:expect_routed { prompt = prompt, pod = "p1", n = 2, max_tokens = 1 }
   local r = assert(stack:complete { model = adapter, prompt = prompt, max_tokens = 1 })
   expect(r.status):eq(200, "every pod serves the adapter: " .. r.body)
-  stack:expect_served(r, "p2", "for the adapter only p2's 2 blocks count; p1's 4 blocks are the base model's")
-  if r.scores then
-    expect(r.scores.p1["kvcache-aware"]):is_nil("p1 holds the prompt for the base model only: no score for "
-      .. "an adapter request")
-    expect(r.scores.p2["kvcache-aware"]):eq(50, "p2 holds 2 of 4 blocks under the adapter")
-  end
-  stack:expect_routed { model = adapter, prompt = prompt, pod = "p2", n = 3, max_tokens = 1 }
+  stack:expect_best { r = r, model = adapter, prompt = prompt, pod = "p2",
+    why = "for the adapter only p2's 2 blocks count; p1's 4 blocks are the base model's",
+    scores = { p1 = { false, "p1 holds the prompt for the base model only: no score for an adapter request" },
+      p2 = { 50, "p2 holds 2 of 4 blocks under the adapter" } }, n = 3, max_tokens = 1 }
 end)
 
 test("the adapter's blocks do not count for the base model's requests", { tags = { "needs:kvcache_score" } }, function()
@@ -63,14 +60,10 @@ test("the adapter's blocks do not count for the base model's requests", { tags =
   stack:expect_owner { tokens = tokens, pod = "p2", blocks = 2 }
   stack:expect_no_owner { tokens = tokens, pod = "p1" }
 
-  local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
-  stack:expect_served(r, "p2", "for the base model only p2's 2 blocks count; p1's 4 blocks are the adapter's")
-  if r.scores then
-    expect(r.scores.p1["kvcache-aware"]):is_nil("p1 holds the prompt for the adapter only: no score for a "
-      .. "base-model request")
-    expect(r.scores.p2["kvcache-aware"]):eq(50, "p2 holds 2 of 4 blocks under the base model")
-  end
-  stack:expect_routed { prompt = prompt, pod = "p2", n = 2, max_tokens = 1 }
+  stack:expect_best { prompt = prompt, pod = "p2",
+    why = "for the base model only p2's 2 blocks count; p1's 4 blocks are the adapter's",
+    scores = { p1 = { false, "p1 holds the prompt for the adapter only: no score for a base-model request" },
+      p2 = { 50, "p2 holds 2 of 4 blocks under the base model" } }, n = 2, max_tokens = 1 }
   -- The same entries do count where they belong.
   stack:expect_routed { model = adapter, prompt = prompt, pod = "p1", n = 2, max_tokens = 1 }
 end)

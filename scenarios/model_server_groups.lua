@@ -50,16 +50,24 @@ local function claims(s)
   end
 end
 
-test("pods of two namespaces: each namespace's requests follow its own pods' cache",
-  { tags = { "needs:kvcache_score" } }, function()
-  local s <close> = kvcache.stack { pods = { { name = "a1" }, { name = "a2" },
-    { name = "b1", namespace = "team-b" }, { name = "b2", namespace = "team-b" } } }
-  claims(s)
-end)
+-- The two ways pods of one model form groups: b1 and b2 take `b_pods`
+-- (another namespace, or another engine) over a1 and a2's defaults.
+local groupings = {
+  { name = "pods of two namespaces: each namespace's requests follow its own pods' cache",
+    b_pods = { namespace = "team-b" } },
+  { name = "vLLM and SGLang pods of one namespace: each engine's requests follow its own pods' cache",
+    b_pods = { engine = "sglang" } },
+}
 
-test("vLLM and SGLang pods of one namespace: each engine's requests follow its own pods' cache",
-  { tags = { "needs:kvcache_score" } }, function()
-  local s <close> = kvcache.stack { pods = { { name = "a1" }, { name = "a2" },
-    { name = "b1", engine = "sglang" }, { name = "b2", engine = "sglang" } } }
-  claims(s)
-end)
+for _, g in ipairs(groupings) do
+  test(g.name, { tags = { "needs:kvcache_score" } }, function()
+    local pods = { { name = "a1" }, { name = "a2" } }
+    for _, name in ipairs({ "b1", "b2" }) do
+      local pod = { name = name }
+      for k, v in pairs(g.b_pods) do pod[k] = v end
+      pods[#pods + 1] = pod
+    end
+    local s <close> = kvcache.stack { pods = pods }
+    claims(s)
+  end)
+end

@@ -45,14 +45,10 @@ test("p1 of another namespace owning a prompt gives this namespace's p1 nothing"
   stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
   stack:expect_owner { tokens = tokens, pod = "p2", blocks = 2 }
 
-  local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
-  stack:expect_served(r, "p2", string.format("all 4 blocks belong to p1.%s, not to p1.%s; only p2's 2 blocks count",
-    other, stack.namespace))
-  if r.scores then
-    expect(r.scores.p1["kvcache-aware"]):is_nil(string.format("p1.%s owns no block; p1.%s's entries are not its",
-      stack.namespace, other))
-    expect(r.scores.p2["kvcache-aware"]):eq(50, "p2 owns blocks 1-2 of 4")
-  end
+  local r = stack:expect_best { prompt = prompt, pod = "p2", max_tokens = 1,
+    why = string.format("all 4 blocks belong to p1.%s, not to p1.%s; only p2's 2 blocks count", other, stack.namespace),
+    scores = { p1 = { false, string.format("p1.%s owns no block; p1.%s's entries are not its", stack.namespace, other) },
+      p2 = { 50, "p2 owns blocks 1-2 of 4" } } }
   served_announced(r, tokens)
   stack:expect_routed { prompt = prompt, pod = "p2", n = 2, max_tokens = 1 }
 
@@ -73,13 +69,11 @@ test("the other namespace's blocks do not lengthen this p1's prefix", { tags = {
   stack:expect_owner { tokens = tokens, pod = "p1", blocks = 2 }
   stack:expect_owner { tokens = tokens, pod = "p2", blocks = 3 }
 
-  local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
-  stack:expect_served(r, "p2", string.format("p2's 3 of 4 blocks beat p1.%s's own 2; matched by name alone p1 "
-    .. "would hold all 4", stack.namespace))
-  if r.scores then
-    expect(r.scores.p1["kvcache-aware"]):eq(50, string.format("p1.%s owns blocks 1-2 of 4 itself", stack.namespace))
-    expect(r.scores.p2["kvcache-aware"]):eq(75, "p2 owns blocks 1-3 of 4")
-  end
+  local r = stack:expect_best { prompt = prompt, pod = "p2", max_tokens = 1,
+    why = string.format("p2's 3 of 4 blocks beat p1.%s's own 2; matched by name alone p1 would hold all 4",
+      stack.namespace),
+    scores = { p1 = { 50, string.format("p1.%s owns blocks 1-2 of 4 itself", stack.namespace) },
+      p2 = { 75, "p2 owns blocks 1-3 of 4" } } }
   served_announced(r, tokens)
   stack:expect_routed { prompt = prompt, pod = "p2", n = 2, max_tokens = 1 }
 end)
@@ -90,12 +84,9 @@ test("a bare pod name, the older owner format, matches no pod", { tags = { "need
   stack:inject("p1", kvcache.stored { tokens = kvcache.prefix(tokens, 1) })
   stack:expect_owner { tokens = tokens, pod = "p1", blocks = 1 }
 
-  local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
-  stack:expect_served(r, "p1", string.format("the field \"p3\" is not p3.%s; only p1's block 1 counts",
-    stack.namespace))
-  if r.scores then
-    expect(r.scores.p3["kvcache-aware"]):is_nil("a field without a namespace names no candidate")
-  end
+  local r = stack:expect_best { prompt = prompt, pod = "p1", max_tokens = 1,
+    why = string.format("the field \"p3\" is not p3.%s; only p1's block 1 counts", stack.namespace),
+    scores = { p3 = { false, "a field without a namespace names no candidate" } } }
   served_announced(r, tokens)
   stack:expect_routed { prompt = prompt, pod = "p1", n = 2, max_tokens = 1 }
 end)

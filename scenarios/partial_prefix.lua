@@ -60,18 +60,16 @@ test("pods owning 1, 2 and 3 of 4 blocks score 25, 50 and 75; the longest prefix
     stack:expect_owner { tokens = tokens, pod = pod, blocks = i }
   end
 
+  -- Once p3 served the prompt its engine caches (and announces) all of it:
+  -- p3 only gets further ahead for the 4 requests after.
   local r, ratio = complete_with_ratio(prompt)
-  stack:expect_served(r, "p3", "p3 holds the longest prefix (3 of 4 blocks)")
+  stack:expect_best { r = r, prompt = prompt, pod = "p3", why = "p3 holds the longest prefix (3 of 4 blocks)",
+    scores = { p1 = { 25, "p1 owns block 1 of 4" }, p2 = { 50, "p2 owns blocks 1-2 of 4" },
+      p3 = { 75, "p3 owns blocks 1-3 of 4" } }, n = 4, max_tokens = 1 }
   expect(ratio):near(0.75, 1e-9, "the best match is 3 of the prompt's 4 blocks")
   if r.scores then
-    expect(r.scores.p1["kvcache-aware"]):eq(25, "p1 owns block 1 of 4")
-    expect(r.scores.p2["kvcache-aware"]):eq(50, "p2 owns blocks 1-2 of 4")
-    expect(r.scores.p3["kvcache-aware"]):eq(75, "p3 owns blocks 1-3 of 4")
     expect(r.scores.p3.total):eq(175, "least-request 100 (idle) + kvcache-aware 75")
   end
-  -- p3 served the prompt, so its engine now caches (and announces) all of
-  -- it: p3 only gets further ahead.
-  stack:expect_routed { prompt = prompt, pod = "p3", n = 4, max_tokens = 1 }
 end)
 
 test("a block missing in the middle ends the match: blocks 1, 3 and 4 count as 1",
@@ -85,14 +83,11 @@ test("a block missing in the middle ends the match: blocks 1, 3 and 4 count as 1
   stack:expect_owner { tokens = tokens, pod = "p2", blocks = 2 }
 
   local r, ratio = complete_with_ratio(prompt)
-  stack:expect_served(r, "p2", "p2's blocks 1-2 are a longer prefix than p1's block 1; p1's blocks 3-4 come after "
-    .. "its gap and cannot count, though p1 owns more blocks")
+  stack:expect_best { r = r, prompt = prompt, pod = "p2", why = "p2's blocks 1-2 are a longer prefix than p1's "
+    .. "block 1; p1's blocks 3-4 come after its gap and cannot count, though p1 owns more blocks",
+    scores = { p1 = { 25, "p1's match stops at its gap: 1 of 4, not 3 of 4" }, p2 = { 50, "p2 owns blocks 1-2 of 4" } },
+    n = 3, max_tokens = 1 }
   expect(ratio):near(0.5, 1e-9, "the best match is p2's 2 of 4 blocks")
-  if r.scores then
-    expect(r.scores.p1["kvcache-aware"]):eq(25, "p1's match stops at its gap: 1 of 4, not 3 of 4")
-    expect(r.scores.p2["kvcache-aware"]):eq(50, "p2 owns blocks 1-2 of 4")
-  end
-  stack:expect_routed { prompt = prompt, pod = "p2", n = 3, max_tokens = 1 }
 end)
 
 test("a pod without the first block gets no score, however much of the rest it owns",
@@ -104,13 +99,11 @@ test("a pod without the first block gets no score, however much of the rest it o
   expect_holds("p3", tokens, { 2, 3, 4 }, "p3 announced every block but the first")
 
   local r, ratio = complete_with_ratio(prompt)
-  stack:expect_served(r, "p1", "only p1 owns the first block; p3's blocks 2-4 are not a prefix")
+  stack:expect_best { r = r, prompt = prompt, pod = "p1",
+    why = "only p1 owns the first block; p3's blocks 2-4 are not a prefix",
+    scores = { p1 = { 25, "p1 owns block 1 of 4" },
+      p3 = { false, "p3 does not own block 1, so it gets no kvcache-aware score" } }, n = 3, max_tokens = 1 }
   expect(ratio):near(0.25, 1e-9, "the best match is p1's 1 of 4 blocks")
-  if r.scores then
-    expect(r.scores.p1["kvcache-aware"]):eq(25, "p1 owns block 1 of 4")
-    expect(r.scores.p3["kvcache-aware"]):is_nil("p3 does not own block 1, so it gets no kvcache-aware score")
-  end
-  stack:expect_routed { prompt = prompt, pod = "p1", n = 3, max_tokens = 1 }
 end)
 
 test("the trailing partial block counts in the total, so the owner of every full block scores below 100",
@@ -122,16 +115,16 @@ test("the trailing partial block counts in the total, so the owner of every full
   stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(tokens, 3) })
   stack:expect_owner { tokens = tokens, pod = "p2" }
   local r, ratio = complete_with_ratio(prompt)
-  stack:expect_served(r, "p2", "p2 owns every full block of the prompt")
+  stack:expect_best { r = r, prompt = prompt, pod = "p2", why = "p2 owns every full block of the prompt",
+    scores = { p2 = { 75, "int(3 / 4 * 100)" } } }
   expect(ratio):near(0.75, 1e-9, "3 of 4 blocks: the partial block can never be owned")
-  if r.scores then expect(r.scores.p2["kvcache-aware"]):eq(75, "int(3 / 4 * 100)") end
 
   -- 40 tokens: 2 full blocks of 3, the best is int(2 / 3 * 100) = 66.
   prompt, tokens = stack:prompt(2, { tail = 8 })
   stack:inject("p3", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
   stack:expect_owner { tokens = tokens, pod = "p3" }
   r, ratio = complete_with_ratio(prompt)
-  stack:expect_served(r, "p3", "p3 owns every full block of the prompt")
+  stack:expect_best { r = r, prompt = prompt, pod = "p3", why = "p3 owns every full block of the prompt",
+    scores = { p3 = { 66, "int(2 / 3 * 100), truncated" } } }
   expect(ratio):near(2 / 3, 1e-9, "2 of 3 blocks")
-  if r.scores then expect(r.scores.p3["kvcache-aware"]):eq(66, "int(2 / 3 * 100), truncated") end
 end)

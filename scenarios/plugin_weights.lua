@@ -30,19 +30,7 @@ local LONG = 400 -- tokens of a request that keeps p1 busy (about 20 s)
 
 -- The router configuration that weighs the plugins so.
 local function weighted_stack_config(kv_weight, lr_weight)
-  return {
-    scheduler = {
-      pluginConfig = {
-        { name = "kvcache-aware", args = { blockSizeToHash = 16, maxBlocksToMatch = 128 } },
-        { name = "least-request", args = { maxWaitingRequests = MAX_WAITING } },
-      },
-      plugins = {
-        Filter = { enabled = { "least-request" } },
-        Score = { enabled = { { name = "least-request", weight = lr_weight },
-          { name = "kvcache-aware", weight = kv_weight } } },
-      },
-    },
-  }
+  return kvcache.router_config { kvcache_aware = kv_weight, least_request = lr_weight, max_waiting = MAX_WAITING }
 end
 
 -- A stack of three pods whose router weighs the plugins so.

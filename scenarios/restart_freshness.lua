@@ -55,13 +55,10 @@ test("ownership written before a restart no longer counts, though Redis still ho
     expect(o.ts):le(started, string.format("p1's field on block %d is still in Redis, written before the "
       .. "restart", i))
   end
-  local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
-  stack:expect_served(r, "p2", "p1's blocks were written before its restart, so only p2's 2 of 4 blocks count")
-  if r.scores then
-    expect(r.scores.p1["kvcache-aware"]):is_nil("p1's entries are stale: no kvcache-aware score")
-    expect(r.scores.p2["kvcache-aware"]):eq(50, "p2 owns blocks 1-2 of 4")
-  end
-  stack:expect_routed { prompt = prompt, pod = "p2", n = 3, max_tokens = 1 }
+  stack:expect_best { prompt = prompt, pod = "p2",
+    why = "p1's blocks were written before its restart, so only p2's 2 of 4 blocks count",
+    scores = { p1 = { false, "p1's entries are stale: no kvcache-aware score" }, p2 = { 50, "p2 owns blocks 1-2 of 4" } },
+    n = 3, max_tokens = 1 }
 end)
 
 test("ownership stamped in the restart second is stale; one second later it counts",
@@ -94,12 +91,9 @@ test("an owner field whose value does not parse as a second counts: the router k
   stack:inject("p2", kvcache.stored { tokens = kvcache.prefix(tokens, 2) })
   stack:expect_owner { tokens = tokens, pod = "p2", blocks = 2 }
   owned_at("p1", tokens, "soon")
-  local r = assert(stack:complete { prompt = prompt, max_tokens = 1 })
-  stack:expect_served(r, "p1", "FRESH-2: p1's fields on the prompt's 4 blocks say \"soon\", which does not parse "
-    .. "as a second: the router keeps them, and 4 of 4 blocks beat p2's 2")
-  if r.scores then
-    expect(r.scores.p1["kvcache-aware"]):eq(100, "FRESH-2: p1's unparsable fields count: 4 of 4 blocks")
-  end
+  stack:expect_best { prompt = prompt, pod = "p1", why = "FRESH-2: p1's fields on the prompt's 4 blocks say \"soon\", "
+    .. "which does not parse as a second: the router keeps them, and 4 of 4 blocks beat p2's 2",
+    scores = { p1 = { 100, "FRESH-2: p1's unparsable fields count: 4 of 4 blocks" } }, max_tokens = 1 }
 end)
 
 test("blocks a restarted pod announces after it came back count again", { tags = { "needs:kvcache_score" } }, function()

@@ -20,6 +20,12 @@
 ---@field sabotage? table  test-only: break a link of the data path (targets with the sabotage capability)
 ---@field tokenizer_port? integer  engines also answer /tokenize on this port (the router's vllmTokenizerPort)
 
+---The options of kvcache.router_config.
+---@class kvcache.options.router_config
+---@field kvcache_aware? integer  the kvcache-aware plugin's scoring weight, default 1
+---@field least_request? integer  the least-request plugin's scoring weight, default 1
+---@field max_waiting? integer  least-request's maxWaitingRequests (nil: Kthena's default)
+
 ---A pod of kvcache.stack{pods = {...}}.
 ---@class kvcache.options.pod
 ---@field name? string
@@ -126,6 +132,14 @@
 ---@field pod string  the pod every request must reach
 ---@field tokens? integer[]  the prompt's tokens, when known
 ---@field by_cache? boolean  false: the pod may win without a cache score (a filter chose it); default true
+
+---The options of stack:expect_best: a completion's fields, and
+---@class kvcache.options.expect_best: kvcache.options.complete
+---@field pod string  the pod that must serve the request, by its cache
+---@field why string  why pod is the best, the failure's message
+---@field scores? table<string, [integer|false, string]>  per pod its kvcache-aware score (false: none) and why
+---@field n? integer  further requests expect_routed to pod (none when nil)
+---@field r? KvCompletion  a completion already made, instead of one of prompt
 
 ---The options of stack:explain.
 ---@class kvcache.options.explain
@@ -354,6 +368,13 @@ function KvStack:expect_served(r, pod, why) end
 ---@param why string
 function KvStack:expect_scored(r, pod, want, why) end
 
+---One request served by o.pod for o.why, each o.scores entry its pod's kvcache-aware score
+---where the target reports scores, then o.n more requests expect_routed to o.pod.
+---@param o kvcache.options.expect_best
+---@return KvCompletion r
+---@return KvTally? tally  nil when o.n is nil
+function KvStack:expect_best(o) end
+
 ---Of the router's last n decisions (default 200), how many gave some pod a kvcache-aware
 ---score, how many were read, and the target's known cause when none did ("" otherwise); nil
 ---where the target reports no decisions.
@@ -475,6 +496,12 @@ local kvcache = {}
 ---@param opts? kvcache.options.stack
 ---@return KvStack
 function kvcache.stack(opts) end
+
+---The default router configuration (for kvcache.stack{router =}) with the given scoring
+---weights and least-request's maxWaitingRequests.
+---@param o? kvcache.options.router_config
+---@return table
+function kvcache.router_config(o) end
 
 ---The stack a `kvengine up` keeps running, as it is (where: its attach file or control
 ---URL, default KVENGINE_ATTACH); closing it leaves it running.

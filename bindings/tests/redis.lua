@@ -6,6 +6,21 @@ local proc = require("proc")
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 
+-- Kill a child process and reap it. A killed redis-server's port can take a
+-- connect for a moment more (wait_gone).
+local function stop(p)
+  p:kill("KILL")
+  p:wait { timeout = 5 }
+end
+
+-- A redis-server child on port, without persistence, extra appended to its argv.
+local function spawn_redis(port, extra)
+  local argv = { "redis-server", "--port", tostring(port), "--bind", "127.0.0.1", "--save", "",
+    "--appendonly", "no", "--enable-debug-command", "local", "--loglevel", "warning" }
+  for _, a in ipairs(extra or {}) do argv[#argv + 1] = a end
+  return proc.spawn { argv = argv }
+end
+
 -- Start a redis-server on a free port; returns the process and its port.
 -- Ports come from below Linux's ephemeral range (32768 and up), where binds
 -- to port 0 and outgoing connections of parallel test files never land.
@@ -13,10 +28,7 @@ local function start_redis(extra)
   for _ = 1, 20 do
     local port = math.random(20000, 32767)
     if not redis.connect { port = port, timeout = 0.5 } then
-      local argv = { "redis-server", "--port", tostring(port), "--bind", "127.0.0.1", "--save", "",
-        "--appendonly", "no", "--enable-debug-command", "local", "--loglevel", "warning" }
-      for _, a in ipairs(extra or {}) do argv[#argv + 1] = a end
-      local p = proc.spawn { argv = argv }
+      local p = spawn_redis(port, extra)
       local deadline = now() + 5
       while p:running() and now() < deadline do
         local c, err = redis.connect { port = port, timeout = 0.5 }
@@ -26,8 +38,7 @@ local function start_redis(extra)
         end
         sleep(0.05)
       end
-      p:kill("KILL")
-      p:wait { timeout = 5 }
+      stop(p)
     end
   end
   error("could not start redis-server on a free port")
@@ -50,10 +61,7 @@ before_all(function()
   server, port = start_redis()
 end)
 
-after_all(function()
-  server:kill("KILL")
-  server:wait { timeout = 5 }
-end)
+after_all(function() stop(server) end)
 
 local function connect(opts)
   opts = opts or {}
@@ -383,8 +391,7 @@ test("password authenticates", function()
   c = assert(redis.connect { port = auth_port, password = "s3cret", db = 2, timeout = 2 })
   expect(c:call("PING")):eq("PONG")
   c:close()
-  p:kill("KILL")
-  p:wait { timeout = 5 }
+  stop(p)
 end)
 
 test("a refused connect returns nil, err", function()
@@ -404,8 +411,7 @@ test("connect to a stopped server times out", function()
   expect(err):eq("timeout", "a connect that runs out of time says only that")
   expect(now() - t0):near(0.3, 0.2)
   p:kill("CONT")
-  p:kill("KILL")
-  p:wait { timeout = 5 }
+  stop(p)
 end)
 
 test("a timeout fails every pending call and drops the connection", function()
@@ -475,8 +481,7 @@ test("a connection reset gives a clear error, never a hang", function()
   expect(c):is_nil()
   expect(err):eq("redis: connection lost: Connection reset by peer")
   expect(now() - t0):lt(2, "seen at once, not at the timeout")
-  p:kill("KILL")
-  p:wait { timeout = 5 }
+  stop(p)
   os.remove(log)
 end)
 
@@ -491,28 +496,24 @@ test("a stopped server times out a call", function()
   expect(err):eq("timeout")
   expect(function() c2:call("GET", "k") end):raises("redis: timeout$", "c:call raises the same timeout")
   p:kill("CONT")
-  p:kill("KILL")
-  p:wait { timeout = 5 }
+  stop(p)
 end)
 
 test("after a server restart the old connection is lost and a new one works", function()
   local p, rport = start_redis()
   local c <close> = connect { port = rport, timeout = 1 }
   c:call("SET", "k", "before")
-  p:kill("KILL")
-  p:wait { timeout = 5 }
+  stop(p)
   local v, err = c:pcall("GET", "k")
   expect(v):is_nil()
   expect(err):matches("^redis: connection lost")
   wait_gone(rport)
-  local p2 = proc.spawn { argv = { "redis-server", "--port", tostring(rport), "--bind", "127.0.0.1",
-    "--save", "", "--appendonly", "no", "--loglevel", "warning" } }
+  local p2 = spawn_redis(rport)
   local c2 = eventually(function() return redis.connect { port = rport, timeout = 0.5 } end)
   expect(c2:call("GET", "k")):is_nil("a fresh server")
   expect(c:pcall("PING")):is_nil("no automatic reconnect")
   c2:close()
-  p2:kill("KILL")
-  p2:wait { timeout = 5 }
+  stop(p2)
 end)
 
 test("a cancelled call leaves the connection in order", function()
