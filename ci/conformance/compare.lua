@@ -34,6 +34,7 @@
 local driver = require("kvcache.driver")
 local json = require("json")
 local tap = require("tests.lib.tap")
+local sorted_keys = require("kvcache.util").sorted_keys
 
 local M = {}
 
@@ -75,13 +76,6 @@ function M.decision_diff(a, b)
     local sa, sb = plugin_scores(a, plugin), plugin_scores(b, plugin)
     if sa ~= sb then return string.format("%s: %s vs %s", plugin, sa, sb) end
   end
-end
-
-local function sorted_keys(t)
-  local out = {}
-  for k in pairs(t) do out[#out + 1] = k end
-  table.sort(out)
-  return out
 end
 
 local function test_of(key) return (key:gsub(" #%d+$", "")) end
