@@ -169,6 +169,18 @@ return {
     find = "prompt, err := utils.ParsePrompt(modelRequest)",
     replace = "prompt, err := utils.ParsePrompt(modelRequest); if err != nil { prompt, err = &common.ChatMessage{}, nil }",
     tests = { "scenarios/request_errors.lua" } },
+  -- ---------------------------------------------------------------- ROUTE
+  { name = "k-route-headers-ignored", rule = "ROUTE-1", file = R .. "datastore/store.go",
+    what = "a rule's header match is ignored: the route's first rule takes every request",
+    find = "headersMatched = false", replace = "headersMatched = true",
+    tests = { "scenarios/model_server_groups.lua" } },
+  { name = "k-candidates-of-every-server", rule = "ROUTE-2", file = ROUTER,
+    what = "the candidates are every pod the router knows, not the pods of the ModelServer the route picked",
+    find = "pods, err := r.store.GetPodsByModelServer(modelServerName)",
+    replace = "pods, err := func() (ps []*datastore.PodInfo, e error) { for _, p := range r.store.GetAllPods() "
+      .. "{ ps = append(ps, p) }; return }()",
+    tests = { "scenarios/model_server_groups.lua" } },
+
   { name = "k-route-always-found", rule = "ERR-4", file = R .. "datastore/store.go",
     what = "a model no ModelRoute names is routed by some other model's route instead of 404 route not found",
     find = "routes, ok := s.routes[model]",
