@@ -6,8 +6,9 @@
 -- stay in Redis (a restarted engine never withdraws them), yet the router
 -- no longer counts them; an entry stamped in the restart second itself is
 -- stale too, one stamped a second later is not; a value that does not
--- parse as a second is kept; and blocks the restarted pod announces after
--- it came back count as usual.
+-- parse as a second is kept; blocks the restarted pod announces after it
+-- came back count as usual; and the router's GC deletes only fields older
+-- than a day.
 --
 -- Why it matters: a restarted engine starts with an empty cache. Without
 -- this rule, every prompt the pod had cached would keep going to it, for up
@@ -116,4 +117,34 @@ test("blocks a restarted pod announces after it came back count again", { tags =
   stack:expect_served(r, "p2", "p2's fresh 4 of 4 blocks beat p1's 2 of 4")
   if r.scores then expect(r.scores.p2["kvcache-aware"]):eq(100, "p2 owns 4 of 4 blocks again") end
   stack:expect_routed { prompt = prompt, pod = "p2", n = 3, max_tokens = 1 }
+end)
+
+test("the router's GC deletes owner fields older than a day and keeps younger and undated ones", function()
+  stack:requires("router_gc")
+  local _, tokens = stack:prompt(4)
+  local now = os.time()
+  owned_at("p1", tokens, now - 25 * 3600)
+  owned_at("p2", tokens, now - 23 * 3600)
+  owned_at("p3", tokens, "soon")
+  local c <close> = stack:redis()
+  local other = kvcache.block_key(stack.model, 4242)
+  c:call("SET", other, "a block key that is not a hash")
+  local keys = {}
+  for i, h in ipairs(stack:hashes(tokens)) do keys[i] = kvcache.block_key(stack.model, h) end
+  local function owners_left(pod)
+    local n = 0
+    for _, k in ipairs(keys) do n = n + c:call("HEXISTS", k, stack:pod(pod).owner) end
+    return n
+  end
+  -- One GC step is one SCAN step of 100 keys: step until p1's fields are gone.
+  eventually(function()
+    stack:router_gc()
+    expect(owners_left("p1")):eq(0, "FRESH-3: p1's fields, written 25 h ago, should be deleted by the router's GC")
+    return true
+  end, { timeout = 20 })
+  expect(owners_left("p2")):eq(#keys, "FRESH-3: p2's fields were written 23 h ago, younger than a day: the GC "
+    .. "keeps them")
+  expect(owners_left("p3")):eq(#keys, "FRESH-3: p3's fields say \"soon\", which the GC cannot date: it keeps them")
+  expect(c:call("GET", other)):eq("a block key that is not a hash", "FRESH-3: the GC skips a block key that is "
+    .. "not a hash")
 end)

@@ -212,7 +212,7 @@
 ---@field tokens integer[]  the prompt's tokens, as the pod tokenized it
 ---@field owned {key: string, ts: integer}[]  the pod's owner field on each full block, as the engine announced it
 
----@alias KvCapability "decisions"|"restart"|"kill"|"lora_load"|"fault"|"router_restart"|"redis_outage"|"raw_redis"|"event_stats"|"engine_cache"|"runtime_options"|"sim_options"|"mixed_pods"|"sabotage"|"second_stack"|"tokenize_log"|"runtime_input"|"router_view"|"tokenizer_port"
+---@alias KvCapability "decisions"|"restart"|"kill"|"lora_load"|"fault"|"router_restart"|"router_gc"|"redis_outage"|"raw_redis"|"event_stats"|"engine_cache"|"runtime_options"|"sim_options"|"mixed_pods"|"sabotage"|"second_stack"|"tokenize_log"|"runtime_input"|"router_view"|"tokenizer_port"
 
 ---What stack:route and stack:expect_routed return.
 ---@class KvTally
@@ -465,6 +465,9 @@ function KvStack:fault(pod, faults) end
 function KvStack:fake_metrics(pod, gauges) end
 
 function KvStack:restart_router() end
+
+---One step of the router's KV-cache GC now (capability router_gc).
+function KvStack:router_gc() end
 
 function KvStack:stop_redis() end
 
