@@ -8,8 +8,9 @@
 -- namespace. With two namespaces (or two engines) serving one model, each
 -- group its own ModelServer and the route sending a request to a group by a
 -- header (stacks/kthena_objects.lua), the cache decides within the group: a
--- prompt cached on one of its pods is routed there; and a prompt cached only
--- on another group's pod does not pull the request across.
+-- prompt cached on one of its pods is routed there; and a prompt cached
+-- whole on another group's pod does not pull the request across: the pod
+-- of the request's group holding part of it wins.
 --
 -- Why it matters: teams deploy the same model in their own namespaces, and
 -- a cluster may run a model on vLLM and on SGLang side by side. Their
@@ -34,11 +35,15 @@ local function claims(s)
   s:expect_owner { tokens = there_tokens, pod = "b2", blocks = 4 }
   s:expect_routed { prompt = there, pod = "b2", n = 3, max_tokens = 1 }
 
-  -- b2 holds every block of `there`; a request for a1's group stays in it.
+  -- b2 holds every block of `there`, a1 only its first: a request for a1's
+  -- group stays in it and follows a1's one block (so no tie decides).
+  s:inject("a1", kvcache.stored { tokens = kvcache.prefix(there_tokens, 1) })
+  s:expect_owner { tokens = there_tokens, pod = "a1", blocks = 1 }
   local t = s:route { prompt = there, group = "a1", n = 6, max_tokens = 1 }
   expect(t.errors):eq(0, "every request to a1's group should be served by a1 or a2: " .. tostring(t))
-  expect(t:count("a1") + t:count("a2")):eq(6, string.format("b2 caches the whole prompt, yet it is not of a1's "
-    .. "group: its ModelServer's pods a1 and a2 only should serve requests sent to that group (%s)", tostring(t)))
+  expect(t:count("a1")):eq(6, string.format("b2 caches the whole prompt, yet it is not of a1's group: its "
+    .. "ModelServer's pods a1 and a2 only should compete, and a1, holding the first block, should win (%s)",
+    tostring(t)))
   for _, r in ipairs(t.results) do
     if r.decision then
       for _, c in ipairs(r.decision.candidates or {}) do
