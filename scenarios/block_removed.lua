@@ -16,7 +16,9 @@
 -- test withdraws blocks from a pod after routing the prompt to it, that pod
 -- has served the prompt before (stack:serve), so the requests it serves
 -- in the test are cache hits that announce nothing which could overtake the
--- withdrawal.
+-- withdrawal. The pod that wins after a withdrawal has not served the prompt:
+-- serving it, it announces the rest of the prompt, so one request is checked
+-- (a second would race that announcement).
 
 local kv = require("kv")
 local kvcache = require("kvcache")
@@ -59,7 +61,7 @@ test("a removed block ends the owner's prefix there, and the router follows",
   stack:expect_best { prompt = prompt, pod = "p2",
     why = "p1's prefix now ends at its missing block 2 (1 of 4); p2 holds blocks 1-2 (2 of 4)",
     scores = { p1 = { 25, "p1 keeps block 1 only as a prefix; blocks 3-4 follow its gap" },
-      p2 = { 50, "p2 owns blocks 1-2 of 4" } }, n = 3, max_tokens = 1 }
+      p2 = { 50, "p2 owns blocks 1-2 of 4" } }, max_tokens = 1 }
 end)
 
 test("removing every block of a prompt takes the pod out of its scoring",
@@ -70,7 +72,7 @@ test("removing every block of a prompt takes the pod out of its scoring",
   stack:expect_no_owner { tokens = tokens, pod = "p1" }
   stack:expect_best { prompt = prompt, pod = "p3", why = "p1 holds none of the prompt any more; p3 still holds block 1",
     scores = { p1 = { false, "p1 owns no block of the prompt, so it gets no kvcache-aware score" },
-      p3 = { 25, "p3 owns block 1 of 4" } }, n = 3, max_tokens = 1 }
+      p3 = { 25, "p3 owns block 1 of 4" } }, max_tokens = 1 }
 end)
 
 test("one pod's removal leaves the other owners of the same blocks in place",
