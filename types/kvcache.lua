@@ -19,6 +19,7 @@
 ---@field dir? string  the stack's log folder
 ---@field sabotage? table  test-only: break a link of the data path (targets with the sabotage capability)
 ---@field tokenizer_port? integer  engines also answer /tokenize on this port (the router's vllmTokenizerPort)
+---@field pool? boolean  the pods' stand-in parts as instances in one process per part (default: KVENGINE_POOL, else more than 16 pods)
 
 ---The options of kvcache.router_config.
 ---@class kvcache.options.router_config
