@@ -12,6 +12,9 @@
  *   s:endpoint([i])   the i-th bound endpoint (default the first), port 0
  *                     and a wildcard host resolved (0.0.0.0 -> 127.0.0.1)
  *   s:close()
+ *   zmq.max_sockets([n]) -> the context's socket limit; n raises it, only
+ *                     before the process's first socket (libzmq sizes its
+ *                     slots once)
  *   zmq.event_hwm     100000, the high-water mark used by default
  *   zmq.version       "libzmq 4.3.4"
  *
@@ -51,9 +54,11 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
@@ -109,6 +114,11 @@ struct zsock {
 static void *ctx;
 static pid_t ctx_pid;
 static zsock *all_socks;
+static int max_sockets; /* zmq.max_sockets's limit; 0: libzmq's default */
+
+/* Descriptors a socket may need at once: its mailbox, a listener, a
+ * connection, and the resolver's while binding. */
+#define FD_HEADROOM 8
 
 static void *xrealloc(void *p, size_t n) {
   p = realloc(p, n);
@@ -137,8 +147,67 @@ static void *context(void) {
       abort();
     ctx_pid = getpid();
     atexit(context_end);
+    if (max_sockets > 0 && zmq_ctx_set(ctx, ZMQ_MAX_SOCKETS, max_sockets) != 0)
+      abort(); /* l_max_sockets checked it against ZMQ_SOCKET_LIMIT */
   }
   return ctx;
+}
+
+/* The soft open-file limit, for an error that names it. */
+static long open_file_limit(void) {
+  struct rlimit r;
+  return getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY ? (long)r.rlim_cur : -1;
+}
+
+/*
+ * True when the process can still open `n` more descriptors.  libzmq
+ * asserts, ending the process, when it runs out of them while binding or
+ * connecting, so a socket is refused with an error naming the limit
+ * before it gets that far.
+ */
+static int fds_to_spare(int n) {
+  int fds[16], got = 0;
+  assert(n > 0 && n <= 16);
+  while (got < n && (fds[got] = fcntl(2, F_DUPFD_CLOEXEC, 0)) >= 0)
+    got++;
+  for (int i = 0; i < got; i++)
+    close(fds[i]);
+  return got == n;
+}
+
+/* The context's socket limit: the one asked for, else libzmq's default. */
+static int socket_limit(void) {
+  if (ctx)
+    return zmq_ctx_get(ctx, ZMQ_MAX_SOCKETS);
+  return max_sockets > 0 ? max_sockets : ZMQ_MAX_SOCKETS_DFLT;
+}
+
+/*
+ * zmq.max_sockets([n]) -> limit.  libzmq allows 1,023 sockets per context
+ * by default and sizes its slot table when the context is made, so a
+ * process that will hold more (a pool of many pods) says so before its
+ * first socket; asking later, or past what libzmq allows, raises.
+ */
+static int l_max_sockets(lua_State *L) {
+  if (!lua_isnoneornil(L, 1)) {
+    lua_Integer n = luaL_checkinteger(L, 1);
+    void *probe = zmq_ctx_new();
+    int most = probe ? zmq_ctx_get(probe, ZMQ_SOCKET_LIMIT) : 0;
+    if (probe)
+      zmq_ctx_term(probe);
+    if (n < 1 || n > most)
+      return luaL_error(L,
+                        "zmq.max_sockets: %d is out of range (1 to %d, libzmq's ZMQ_SOCKET_LIMIT)",
+                        (int)n, most);
+    if (ctx && n != socket_limit())
+      return luaL_error(L,
+                        "zmq.max_sockets: this process already made a socket, with a limit of %d: "
+                        "call zmq.max_sockets(%d) before the first socket",
+                        socket_limit(), (int)n);
+    max_sockets = (int)n;
+  }
+  lua_pushinteger(L, socket_limit());
+  return 1;
 }
 
 /* ----------------------------------------------------------------- frames */
@@ -518,7 +587,19 @@ static zsock *sock_new(lua_State *L, int type) {
   zsock **ud = lua_newuserdatauv(L, sizeof *ud, 0);
   *ud = NULL;
   luaL_setmetatable(L, SOCK_MT);
+  if (!fds_to_spare(FD_HEADROOM))
+    luaL_error(
+        L,
+        "zmq: cannot make a socket: this process has open the %I files it may (engine.fd_limits; "
+        "`ulimit -n` raises the hard limit)",
+        (lua_Integer)open_file_limit());
   void *z = zmq_socket(context(), type);
+  if (!z && zmq_errno() == EMFILE)
+    luaL_error(L,
+               "zmq: cannot make a socket: the context's limit of %d sockets is reached "
+               "(zmq.max_sockets(n) "
+               "before the first socket raises it)",
+               socket_limit());
   if (!z)
     luaL_error(L, "zmq: cannot make a socket: %s", zmq_strerror(zmq_errno()));
   zsock *s = calloc(1, sizeof *s);
@@ -698,7 +779,8 @@ static const luaL_Reg sock_methods[] = {
     {"send", sock_send},         {"recv", sock_recv}, {"wait_subscribed", sock_wait_subscribed},
     {"endpoint", sock_endpoint}, {"close", sock_gc},  {NULL, NULL}};
 
-static const luaL_Reg zmq_funcs[] = {{"pub", l_pub}, {"sub", l_sub}, {NULL, NULL}};
+static const luaL_Reg zmq_funcs[] = {
+    {"pub", l_pub}, {"sub", l_sub}, {"max_sockets", l_max_sockets}, {NULL, NULL}};
 
 static const kv_option_keys zmq_options[] = {{"pub", pub_keys},
                                              {"sub", sub_keys},

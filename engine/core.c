@@ -433,6 +433,7 @@ static const luaL_Reg internal_funcs[] = {{"run", l_run},
                                           {"take_deferred", l_take_deferred},
                                           {"check_options", kv_l_check_options},
                                           {"timeout", kv_l_timeout},
+                                          {"fd_limits", kv_l_fd_limits},
                                           {NULL, NULL}};
 
 static const luaL_Reg global_funcs[] = {

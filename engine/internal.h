@@ -332,6 +332,17 @@ int kv_l_check_options(lua_State *L);
  */
 int kv_l_timeout(lua_State *L);
 
+/* ------------------------------------------------- limits.c: open files */
+
+/*
+ * Raise the soft open-file limit to the hard one (best effort); called once
+ * at start, before anything opens a descriptor.
+ */
+void kv_raise_fd_limit(void);
+
+/* __kv.fd_limits() -> soft, hard: the open-file limits of this process. */
+int kv_l_fd_limits(lua_State *L);
+
 /* ---------------------------------------------- core.c: the Lua functions */
 
 /*

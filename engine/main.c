@@ -11,6 +11,7 @@
  */
 #include "commands.h"
 #include "host.h"
+#include "internal.h"
 #include "options.h"
 #include "pool.h"
 #include "supervise.h"
@@ -131,6 +132,7 @@ int main(int argc, char **argv) {
   /* Before anything else: the supervisor passes its environment on unchanged. */
   if (argc >= 2 && !strcmp(argv[1], KV_SUPERVISE_MODE))
     return kv_supervise_main(argc - 1, argv + 1);
+  kv_raise_fd_limit();
   export_engine_path();
   if (argc >= 2 && !strcmp(argv[1], "__worker"))
     return worker_main(argc - 1, argv + 1);

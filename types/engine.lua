@@ -85,6 +85,11 @@ function engine.test_name() end
 ---@return string  the scenario file this worker runs ("" outside one)
 function engine.file_name() end
 
+---The process's open-file limits; the engine raised the soft one to the hard one at start.
+---@return integer soft
+---@return integer hard
+function engine.fd_limits() end
+
 ---The factor for default waits on slow machines (KVENGINE_TIME_SCALE, default 1).
 ---@return number
 function engine.time_scale() end

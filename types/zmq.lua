@@ -63,4 +63,9 @@ function zmq.pub(opts) end
 ---@return ZmqSocket?, string?
 function zmq.sub(opts) end
 
+---The context's socket limit (libzmq's 1,023 by default); n raises it, before the process's first socket only.
+---@param n? integer  1 to 65,535
+---@return integer
+function zmq.max_sockets(n) end
+
 return zmq

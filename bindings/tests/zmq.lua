@@ -261,3 +261,62 @@ test("a python3-zmq publisher reaches an engine subscriber in order", { timeout 
   p:wait { timeout = 20 }
   expect(read_log(log)):contains('"ok": true')
 end)
+
+-- ------------------------------------------------------------ limits
+
+-- A child engine running `source`, optionally under an open-file limit
+-- (prlimit, util-linux): its exit code and stderr.
+local function child(source, nofile)
+  local fs = require("fs")
+  local dir = fs.tmpdir()
+  fs.write(dir .. "/limits.lua", source)
+  local argv = { os.getenv("KVENGINE_BIN"), "serve", dir .. "/limits.lua" }
+  if nofile then argv = { "prlimit", "--nofile=" .. nofile .. ":" .. nofile, table.unpack(argv) } end
+  local code, out, err = proc.run { argv = argv, timeout = 20 }
+  fs.remove_tree(dir)
+  return code, out, err
+end
+
+local MANY = [[
+local zmq = require("zmq")
+%s
+local s = {}
+for i = 1, %d do s[i] = zmq.pub { bind = "tcp://127.0.0.1:0" } end
+print("made " .. #s .. " with a limit of " .. zmq.max_sockets())
+for _, x in ipairs(s) do x:close() end -- `serve` runs while a socket is open
+]]
+
+test("the context's socket limit: libzmq's 1,023 by default, raised before the first socket", function()
+  local code, _, err = child(MANY:format("", 1100))
+  expect(code):ne(0, "a 1,024th socket is refused under libzmq's default limit")
+  expect(err):contains("the context's limit of 1023 sockets is reached", "the error names the limit")
+  local code2, out2, err2 = child(MANY:format("zmq.max_sockets(1200)", 1100), 4096)
+  expect(code2):eq(0, "with zmq.max_sockets(1200) first, 1,100 sockets open: " .. tostring(err2))
+  expect(out2):contains("made 1100 with a limit of 1200")
+end)
+
+test("zmq.max_sockets after the first socket, or past libzmq's ceiling, raises naming why", function()
+  local sock = assert(zmq.pub { bind = ANY })
+  local limit = zmq.max_sockets()
+  local ok, err = pcall(zmq.max_sockets, limit + 1)
+  expect(ok):eq(false)
+  expect(tostring(err)):contains("before the first socket")
+  expect(zmq.max_sockets(limit)):eq(limit, "asking for the limit it has is no change")
+  ok, err = pcall(zmq.max_sockets, 10 ^ 9 // 1)
+  expect(ok):eq(false)
+  expect(tostring(err)):contains("ZMQ_SOCKET_LIMIT")
+  sock:close()
+end)
+
+test("out of descriptors, a socket is refused naming the open-file limit, not a libzmq abort", function()
+  local code, _, err = child(MANY:format("", 500), 128)
+  expect(code):eq(1, "the script fails as a Lua error (exit 1), not an abort: " .. tostring(err))
+  expect(err):contains("has open the 128 files it may", "the error names the process's open-file limit")
+end)
+
+test("the engine raises its soft open-file limit to the hard one at start", function()
+  local code, out = child('print(require("engine").fd_limits())')
+  expect(code):eq(0)
+  local soft, hard = out:match("^(%d+)%s+(%d+)")
+  expect(soft):eq(hard, "soft and hard limits are equal once the engine started")
+end)

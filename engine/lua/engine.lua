@@ -22,6 +22,9 @@
 --     timeout rule for a library's own waits (opts.timeout; nil: default
 --     seconds times time_scale(), or nil without a default; 0 polls); raises
 --     on a bare number, a negative or a non-number timeout, naming fname.
+--   engine.fd_limits() -> soft, hard: the process's open-file limits (the
+--     engine raised the soft one to the hard one at start): what a fixture
+--     that opens many sockets checks before it starts, to fail naming them.
 --   engine.target() -> the run's target, or nil; engine.declare_target(name)
 --     says which one the fixture layer picked when none was named.
 --   engine.declare_version(component, version): what a driver started, for
@@ -63,6 +66,7 @@ function engine.defer(fn) return __kv.scope_current():defer(fn) end
 
 engine.check_options = __kv.check_options
 engine.timeout = __kv.timeout
+engine.fd_limits = __kv.fd_limits
 
 function engine.helper()
   failure.helper(debug.getinfo(2, "S").source)
