@@ -476,7 +476,7 @@ function KvStack:start_redis() end
 ---@return string
 function KvStack:logs(name) end
 
----@return {name: string, pid: integer, pgid: integer?, running: boolean}[]  what the driver started
+---@return {name: string, pid: integer, pgid: integer?, running: boolean, pool: string?}[]  what the driver started (pool: the pool process holding a pooled pod's part, whose pid it has)
 function KvStack:processes() end
 
 ---The router's metrics; nil, err when it does not answer.
