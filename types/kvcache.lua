@@ -19,6 +19,7 @@
 ---@field dir? string  the stack's log folder
 ---@field sabotage? table  test-only: break a link of the data path (targets with the sabotage capability)
 ---@field tokenizer_port? integer  engines also answer /tokenize on this port (the router's vllmTokenizerPort)
+---@field pool? boolean  the pods' stand-in parts as instances in one process per part (default: KVENGINE_POOL, else more than 16 pods)
 
 ---The options of kvcache.router_config.
 ---@class kvcache.options.router_config
@@ -478,7 +479,7 @@ function KvStack:start_redis() end
 ---@return string
 function KvStack:logs(name) end
 
----@return {name: string, pid: integer, pgid: integer?, running: boolean}[]  what the driver started
+---@return {name: string, pid: integer, pgid: integer?, running: boolean, pool: string?}[]  what the driver started (pool: the pool process holding a pooled pod's part, whose pid it has)
 function KvStack:processes() end
 
 ---The router's metrics; nil, err when it does not answer.
