@@ -24,14 +24,19 @@ local OWNER = "p" .. (PODS // 2 + 1) -- a pod in the middle, not the first the r
 local BLOCKS = 32 -- 512 tokens
 local ROUNDS = 20 -- requests timed, through the router and straight to the owner
 
--- The budget for the time the router adds to a request, at p99.  Rule: 10x
--- the added p99 measured at 256 pods on the 2-core machine this was written
--- on (make bench, the router at scale, 2,048-token prompts with one owner,
--- the slower of the two routers: FIXME ms), times the run's time scale.  A
--- bound that catches a decision gone quadratic in the pods or blocking on a
--- scrape, not a timing goal: those are figures of make bench.
-local MEASURED_P99 = 0.004
-local BUDGET = 10 * MEASURED_P99 * engine.time_scale()
+-- The budget for the time the router adds to a request (through the router
+-- at p99, less straight to the owner at p50).  Rule: 10x the added p99 make
+-- bench measured for that router at 256 pods on the 2-core machine this was
+-- written on (fixtures/bench/router_decision.lua scale: 2,048-token prompts,
+-- one owner per block; the stand-in 5.3 ms, Kthena's router 185 ms; another
+-- target gets the slower), times the run's time scale.  A bound that
+-- catches a decision gone quadratic in the pods or waiting on a scrape, not
+-- a timing goal: those are figures of make bench.
+local MEASURED_P99 = { ["local"] = 0.0053, kthena = 0.185 }
+
+local function budget(target)
+  return 10 * (MEASURED_P99[target] or MEASURED_P99.kthena) * engine.time_scale()
+end
 
 local function pooled_mode()
   for _, name in ipairs(stack_options) do
@@ -83,12 +88,12 @@ test(string.format("at %d pods the prefix's owner wins it, the router decides wi
     routed[i] = timed(s:endpoints().router, s.model, prompt)
     direct[i] = timed(s:pod(OWNER).http, s.model, prompt)
   end
-  local added = percentile(routed, 99) - percentile(direct, 50)
-  expect(added):le(BUDGET, string.format("at %d pods the router adds %.1f ms at p99 (through the router p99 %.1f ms, "
-    .. "straight to %s p50 %.1f ms), over the budget of %.1f ms (10x the %.1f ms make bench measured at 256 "
-    .. "pods): compare fixtures/bench/router_decision.lua scale's rows at this pod count, and the router log "
-    .. "(stack:logs(\"router\")) for slow scrapes or lookups", PODS, added * 1000, percentile(routed, 99) * 1000,
-    OWNER, percentile(direct, 50) * 1000, BUDGET * 1000, MEASURED_P99 * 1000))
+  local added, limit = percentile(routed, 99) - percentile(direct, 50), budget(s.target)
+  expect(added):le(limit, string.format("at %d pods the %s router adds %.1f ms at p99 (through it p99 %.1f ms, "
+    .. "straight to %s p50 %.1f ms), over the budget of %.1f ms (10x its added p99 make bench measured at 256 "
+    .. "pods): compare `kvengine serve fixtures/bench/router_decision.lua scale` on this machine, and the router "
+    .. "log (stack:logs(\"router\")) for slow scrapes or lookups", PODS, s.target, added * 1000,
+    percentile(routed, 99) * 1000, OWNER, percentile(direct, 50) * 1000, limit * 1000))
 
   local procs = s:processes()
   expect(#procs):gt(0, "the stack lists the processes it started")
