@@ -52,6 +52,7 @@ done
 # then the growth report and build/bench/scale.html.
 echo "== scale"
 if command -v redis-server >/dev/null; then
+  rm -f "$KVENGINE_BENCH_OUT"/scale-*.json # an earlier run's target must not join this one's report
   KVENGINE_TARGET=$decisions_on "$kv" serve fixtures/bench/router_decision.lua scale
   for target in local $( [ "$decisions_on" = kthena ] && echo kthena ); do
     KVENGINE_TARGET=$target "$kv" serve fixtures/bench/stack_scale.lua 3 64 256 1000
