@@ -89,6 +89,8 @@ test(string.format("at %d pods the prefix's owner wins it, the router decides wi
     direct[i] = timed(s:pod(OWNER).http, s.model, prompt)
   end
   local added, limit = percentile(routed, 99) - percentile(direct, 50), budget(s.target)
+  log(string.format("%s router at %d pods: adds %.1f ms at p99 over %d requests (budget %.1f ms)", s.target, PODS,
+    added * 1000, ROUNDS, limit * 1000))
   expect(added):le(limit, string.format("at %d pods the %s router adds %.1f ms at p99 (through it p99 %.1f ms, "
     .. "straight to %s p50 %.1f ms), over the budget of %.1f ms (10x its added p99 make bench measured at 256 "
     .. "pods): compare `kvengine serve fixtures/bench/router_decision.lua scale` on this machine, and the router "
