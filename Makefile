@@ -10,6 +10,7 @@
 #   make types        the editor types (types/) against the running engine
 #   make html-check   the HTML report as headless Chromium renders it (installs Chromium)
 #   make bench        benchmarks, printed beside their references
+#   make scale-scenarios  the scale scenarios (scenarios/scale/, docs/bench.md)
 #   make conformance  the suite on local and kthena, differences explained or failed
 #   make soak         everything `make test` runs, 20 times in a row (ci/soak.sh)
 #   make mutation     the mutation catalogue against the suite (docs/mutation.md);
@@ -61,7 +62,7 @@ TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
 .PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind asan \
-  valgrind lint types bench install deps clean soak mutation html-check
+  valgrind lint types bench scale-scenarios install deps clean soak mutation html-check
 
 all: $(KVENGINE) $(MODULE_SO)
 
@@ -217,6 +218,11 @@ html-check: deps
 
 bench: all
 	sh ci/bench.sh $(KVENGINE)
+
+# Scenarios at scale, outside the suite's glob (docs/bench.md); one file at a
+# time: each stack takes most of a small machine.
+scale-scenarios: all
+	$(KVENGINE) -j 1 'scenarios/scale/*.lua'
 
 # The suite on two targets, outcomes and decisions side by side (ci/conformance/run.lua).
 # The kthena target runs the project's runtime unless KTHENA_RUNTIME says

@@ -36,7 +36,7 @@ if command -v go >/dev/null && sh ci/kthena/build.sh >/dev/null 2>&1; then
 fi
 # Benchmarks that are one Lua file each (its head comment says what it
 # measures), then those with a script of their own.
-for b in router_latency runtime_ingest router_decision router_sweep stack_scale; do
+for b in router_latency runtime_ingest router_decision router_sweep; do
   echo "== $b"
   target=local
   [ "$b" = router_decision ] && target=$decisions_on
@@ -46,6 +46,21 @@ for b in router_latency runtime_ingest router_decision router_sweep stack_scale;
     echo "$b: redis-server not installed, skipped"
   fi
 done
+# The scale figures (docs/bench.md): the router at 3 to 1,000 pods (the
+# real router beside the stand-in when it builds), the stack of each target
+# at the same counts (a count whose stack cannot start says why on its row),
+# then the growth report and build/bench/scale.html.
+echo "== scale"
+if command -v redis-server >/dev/null; then
+  rm -f "$KVENGINE_BENCH_OUT"/scale-*.json # an earlier run's target must not join this one's report
+  KVENGINE_TARGET=$decisions_on "$kv" serve fixtures/bench/router_decision.lua scale
+  for target in local $( [ "$decisions_on" = kthena ] && echo kthena ); do
+    KVENGINE_TARGET=$target "$kv" serve fixtures/bench/stack_scale.lua 3 64 256 1000
+  done
+  "$kv" serve fixtures/bench/scale_report.lua
+else
+  echo "scale: redis-server not installed, skipped"
+fi
 for b in fixtures/bench/*.sh; do
   echo "== $(basename "$b" .sh)"
   sh "$b" "$kv"
