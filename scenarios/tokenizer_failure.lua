@@ -13,6 +13,8 @@
 --     pod among three, about a third of them;
 --   * a tokenizer that hangs is waited for: 5 s per attempt, so a chat
 --     request (10 s budget) is served about 10 s late (a text prompt, 11 s);
+--   * a reply that says 200 but is not JSON is a failure too, not zero
+--     tokens: the request is unscored and counted;
 --   * once /tokenize answers again, scoring is back at once.
 --
 -- Which pod owns what is exactly what each test injects: the sims keep
@@ -84,6 +86,20 @@ test("every /tokenize answering 500: requests are served through least-request, 
   for _, pod in ipairs(PODS) do stack:fault(pod, nil) end
   local again = stack:expect_routed { prompt = prompt, pod = "p1", max_tokens = 1 }
   expect(again.results[1].scores.p1["kvcache-aware"]):eq(100, "scoring is back as soon as /tokenize answers")
+end)
+
+test("a /tokenize reply that is not JSON fails as a tokenize error: served unscored, each one counted",
+  { tags = { "needs:kvcache_score" } }, function()
+  local prompt = stack:prompt(3, { tag = "malformed" })
+  p1_owns { prompt = prompt }
+  local before = errors_at("tokenize")
+  for _, pod in ipairs(PODS) do stack:fault(pod, { tokenize = "malformed" }) end
+  local t = stack:route { prompt = prompt, max_tokens = 1, n = 3, concurrency = 3 }
+  for _, r in ipairs(t.results) do
+    expect_unscored(r, "ERR-8: every /tokenize answers 200 with a body that is not JSON, which the router cannot read")
+  end
+  expect(errors_at("tokenize") - before):eq(3, "ERR-8: a reply that does not decode is a tokenize failure: "
+    .. ERRORS .. '{stage="tokenize"} counts each of the 3 requests')
 end)
 
 test("one pod's /tokenize failing: only the requests it was asked to tokenize lose the cache score",

@@ -154,7 +154,7 @@
 
 ---stack:fault(pod, {...}): the pod's faults, replacing earlier ones.
 ---@class kvcache.options.fault
----@field tokenize? integer|"timeout"  an HTTP status, or no answer
+---@field tokenize? integer|"timeout"|"malformed"  an HTTP status, no answer, or a 200 that is not JSON
 ---@field completions? integer|"timeout"
 ---@field events? "drop"
 

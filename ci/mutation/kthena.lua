@@ -202,7 +202,7 @@ return {
   { name = "k-malformed-reply-accepted", rule = "ERR-8", file = TOK .. "vllm.go",
     what = "a tokenize reply that does not decode is taken as no tokens, not as a failure",
     find = "json.Unmarshal(data, &resp); err != nil {", replace = "json.Unmarshal(data, &resp); err != nil && false {",
-    tests = { "scenarios/tokenizer_failure.lua" }, needs = { "fault" } },
+    tests = { "scenarios/tokenizer_failure.lua" }, filter = "not JSON", needs = { "fault" } },
   { name = "k-empty-prompt-tokenized", rule = "ERR-9", file = KA,
     what = "an empty prompt is sent to the tokenizer and counted as a failure",
     find = [[(ctx.Prompt.Text == "" && len(ctx.Prompt.Messages) == 0) || ctx.Model == ""]], replace = [[ctx.Model == ""]],
