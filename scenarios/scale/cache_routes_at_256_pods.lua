@@ -7,19 +7,17 @@
 --   KVENGINE_SCALE_PODS=64 build/kvengine 'scenarios/scale/*.lua'
 --
 -- Not in the suite's glob ('scenarios/*.lua' does not descend into this
--- folder): the stack alone takes most of a small machine for a while.  Pods
--- past one 127.A.B.0/24 (245) need the pooled mode, one process hosting many
--- pods (kvcache.stack{pool = true}); without it the file skips, saying so.
+-- folder): the stack alone takes most of a small machine for a while. A
+-- stack this size is pooled (one process hosting many pods' parts,
+-- docs/local-stack.md), its pods past the first 127.A.B.0/24 in the next.
 -- KVENGINE_SCALE_PODS runs the same checks at another count.
 
 local engine = require("engine")
 local http = require("http")
 local kvcache = require("kvcache")
 local procfs = require("tests.lib.procfs")
-local stack_options = require("kvcache.options").stack
 
 local PODS = math.tointeger(tonumber(os.getenv("KVENGINE_SCALE_PODS") or "")) or 256
-local PER_NET = 245 -- pods one 127.A.B.0/24 holds beside the router and Redis
 local OWNER = "p" .. (PODS // 2 + 1) -- a pod in the middle, not the first the router lists
 local BLOCKS = 32 -- 512 tokens
 local ROUNDS = 20 -- requests timed, through the router and straight to the owner
@@ -36,25 +34,6 @@ local MEASURED_P99 = { ["local"] = 0.0053, kthena = 0.185 }
 
 local function budget(target)
   return 10 * (MEASURED_P99[target] or MEASURED_P99.kthena) * engine.time_scale()
-end
-
-local function pooled_mode()
-  for _, name in ipairs(stack_options) do
-    if name == "pool" then return true end
-  end
-  return false
-end
-
--- The stack options for PODS pods, or the test skipped when the checkout
--- cannot address them.
-local function stack_spec()
-  if PODS <= PER_NET then return { pods = PODS } end
-  if not pooled_mode() then
-    skip(string.format("%d pods need the pooled mode (kvcache.stack{pool = true}, one process hosting many pods), "
-      .. "which this checkout's kvcache.stack lacks: one 127.A.B.0/24 holds %d pods; "
-      .. "KVENGINE_SCALE_PODS=%d runs the same checks now", PODS, PER_NET, PER_NET))
-  end
-  return { pods = PODS, pool = true }
 end
 
 -- Seconds of one chat completion of prompt at url (max_tokens 1).
@@ -75,7 +54,7 @@ end
 
 test(string.format("at %d pods the prefix's owner wins it, the router decides within its budget, and the stack "
   .. "leaves no process behind", PODS), { tags = { "needs:kvcache_score" } }, function()
-  local s = kvcache.stack(stack_spec())
+  local s = kvcache.stack { pods = PODS }
   local prompt, tokens = s:prompt(BLOCKS)
   s:inject(OWNER, kvcache.stored { tokens = tokens })
   s:expect_owner { tokens = tokens, pod = OWNER, blocks = BLOCKS }
