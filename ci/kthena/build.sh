@@ -17,7 +17,7 @@
 #
 # With KTHENA_DIR the checkout is tested whole: its runtime sidecar too.
 # The build makes a virtualenv for that runtime (from the checkout's
-# requirements, through pip), which the kthena target then runs instead of
+# requirements, through ci/venv.sh), which the kthena target then runs instead of
 # the project's (fixtures/targets/kthena.lua). KTHENA_RUNTIME=local keeps
 # the project's runtime (no virtualenv); KTHENA_RUNTIME=real says the
 # default out loud.
