@@ -5,6 +5,7 @@
 #   make e2e-kvcache  the KV-cache routing suite, with a JUnit file and an HTML report
 #   make e2e-kvcache-kthena  the suite on Kthena's real router and sim, no cluster (docs/targets.md)
 #   make e2e-kvcache-kind  the suite on a Kind cluster with the real Kthena (docs/kind.md)
+#   make e2e-kvcache-smg  the suite on SGLang's gateway from PyPI, no KV events (docs/smg.md)
 #   make asan         the tests under ASan/UBSan (build-asan/kvengine)
 #   make lint         clang-format check, cppcheck, actionlint over .github/workflows
 #   make types        the editor types (types/) against the running engine
@@ -62,6 +63,7 @@ TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
 .PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind asan \
+  smg-build e2e-kvcache-smg \
   valgrind lint types bench scale-scenarios install deps clean soak mutation html-check
 
 all: $(KVENGINE) $(MODULE_SO)
@@ -122,6 +124,7 @@ deps:
 	  $(CC) -x c - -o /dev/null -l$$l 2>/dev/null || ok=0; done; \
 	for t in redis-server xmllint; do command -v $$t >/dev/null || ok=0; done; \
 	/usr/bin/python3 -c 'import zmq, msgpack' 2>/dev/null || ok=0; \
+	python3 -c 'import venv, ensurepip' 2>/dev/null || ok=0; \
 	lua5.4 -e 'require("cjson"); require("yaml")' 2>/dev/null || ok=0; \
 	echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return d && n; }' | \
 	  clang -x c - -fsanitize=fuzzer,address -o /dev/null 2>/dev/null || ok=0; \
@@ -140,6 +143,7 @@ test: deps
 	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build kthena-test \
 	  KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)"; \
 	else echo "make test: no Go on PATH: the kthena target's tests are skipped (install Go, see fixtures/kthena/go.mod)"; fi
+	@sh ci/smg/build.sh || echo "make test: the smg target's virtualenv could not be made (above): its tests are skipped"
 	KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" KVENGINE_FUZZ_DIR=$(BUILD)/fuzz $(KVENGINE) -j 2 \
 	  --junit $(BUILD)/junit.xml $(TEST_PATHS)
 
@@ -171,6 +175,16 @@ e2e-kvcache-kthena: deps
 	@$(MAKE) --no-print-directory all kthena-build
 	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" \
 	  $(KVENGINE) --target kthena -j 1 --junit $(BUILD)/e2e-kvcache-kthena.xml $(SUITE)
+
+# The smg target's virtualenv (ci/smg/build.sh: python3 and PyPI): SGLang's
+# gateway at the version ci/smg/requirements.txt pins.
+smg-build:
+	sh ci/smg/build.sh
+
+# The suite against SGLang's gateway in front of the stand-in sims (docs/smg.md).
+e2e-kvcache-smg: deps
+	@$(MAKE) --no-print-directory all smg-build
+	$(KVENGINE) --target smg -j 2 --junit $(BUILD)/e2e-kvcache-smg.xml $(SUITE)
 
 # The suite against Kthena on a Kind cluster (docs/kind.md): needs Docker, kind,
 # kubectl and helm 3 (ci/kind/versions.env); creates the cluster when missing,

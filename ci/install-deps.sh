@@ -9,7 +9,7 @@ packages=(
   libuv1-dev libzmq3-dev libhiredis-dev libcurl4-openssl-dev
   libmsgpack-dev libssl-dev libhttp-parser-dev
   redis-server redis-tools
-  python3 python3-zmq python3-msgpack
+  python3 python3-zmq python3-msgpack python3-venv
   libxml2-utils clang libclang-rt-14-dev clang-format cppcheck valgrind
   wrk hyperfine
 )

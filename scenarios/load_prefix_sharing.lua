@@ -223,6 +223,7 @@ local function run(policy)
   f.seconds = now() - t0
   f.hit = f.cached / f.prompt
   f.scored, f.decisions, f.unscored = s:cache_scored(#PROMPT_LIST)
+  f.account = s:router_account() -- where no decisions say how the router chose
   -- The workload's own evictions: what it stored beyond each sim's cache.
   f.evicted = 0
   for _, n in pairs(f.stored) do f.evicted = f.evicted + math.max(0, n - CACHE_BLOCKS) end
@@ -230,7 +231,8 @@ local function run(policy)
   local warm, lost = 0, 0
   for name, n in pairs(f.warm) do warm, lost = warm + n, lost + (f.lost[name] or 0) end
   log(string.format("%-14s hit ratio %.3f (%d of %d prompt tokens cached), %d blocks evicted, %.2fs (warm-up: %d "
-    .. "blocks, %d of their events lost)", policy.name, f.hit, f.cached, f.prompt, f.evicted, f.seconds, warm, lost))
+    .. "blocks, %d of their events lost)%s", policy.name, f.hit, f.cached, f.prompt, f.evicted, f.seconds, warm, lost,
+    f.account))
 end
 
 local function report()
@@ -290,8 +292,8 @@ test("kvcache-aware routing reaches a clearly higher cache-hit ratio than random
   if not (kv and random) then fail("no figures: the workload test above did not finish") end
   expect_cache_scored(kv)
   expect(kv.hit):ge(random.hit + MIN_GAIN, string.format("kvcache-aware should cache at least %d points more "
-    .. "of the prompt tokens than random (%.3f vs %.3f); see load.txt of the test above", MIN_GAIN * 100, kv.hit,
-    random.hit))
+    .. "of the prompt tokens than random (%.3f vs %.3f); see load.txt of the test above%s", MIN_GAIN * 100, kv.hit,
+    random.hit, kv.account))
 end)
 
 -- Every pod overflows its cache, so the evictions are the prompt blocks
@@ -303,6 +305,6 @@ test("kvcache-aware routing evicts fewer blocks than random routing", { tags = {
   if not (kv and random) then fail("no figures: the workload test above did not finish") end
   expect_cache_scored(kv)
   expect(kv.evicted):le(random.evicted * (1 - MIN_EVICTION_CUT), string.format("kvcache-aware should make the "
-    .. "sims evict at least %d%% fewer blocks than random (%d vs %d); see load.txt of the test above",
-    math.floor(MIN_EVICTION_CUT * 100 + 0.5), kv.evicted, random.evicted))
+    .. "sims evict at least %d%% fewer blocks than random (%d vs %d); see load.txt of the test above%s",
+    math.floor(MIN_EVICTION_CUT * 100 + 0.5), kv.evicted, random.evicted, kv.account))
 end)

@@ -383,6 +383,12 @@ function KvStack:expect_best(o) end
 ---@return integer?, integer?, string?
 function KvStack:cache_scored(n) end
 
+---"" or "; the router's own account: ..." where the target's router reports no decisions: the
+---driver's line on what its router did (smg: its policy, flags and logged choices), for a
+---message about routing.
+---@return string
+function KvStack:router_account() end
+
 ---"" or "; known cause: ..." naming the target's known causes that break need (a need of
 ---fixtures/stacks/kthena_causes.lua), for a failure message.
 ---@param need string

@@ -17,7 +17,7 @@
 #
 # With KTHENA_DIR the checkout is tested whole: its runtime sidecar too.
 # The build makes a virtualenv for that runtime (from the checkout's
-# requirements, through pip), which the kthena target then runs instead of
+# requirements, through ci/venv.sh), which the kthena target then runs instead of
 # the project's (fixtures/targets/kthena.lua). KTHENA_RUNTIME=local keeps
 # the project's runtime (no virtualenv); KTHENA_RUNTIME=real says the
 # default out loud.
@@ -174,13 +174,10 @@ mv "$out/llm-d-inference-sim.new" "$out/llm-d-inference-sim"
 # requirements (PyPI).
 if [ -n "$runtime" ]; then
   say "making the runtime's virtualenv from $kthena_dir/python/kthena/{runtime,downloader}/requirements.txt"
-  rm -rf "$out/venv"
-  python3 -m venv "$out/venv" || infra "python3 -m venv failed: install python3-venv"
-  reqs="-r $kthena_dir/python/kthena/runtime/requirements.txt"
+  set -- "$kthena_dir/python/kthena/runtime/requirements.txt"
   [ -f "$kthena_dir/python/kthena/downloader/requirements.txt" ] &&
-    reqs="$reqs -r $kthena_dir/python/kthena/downloader/requirements.txt"
-  # shellcheck disable=SC2086 # the -r pairs are separate words
-  "$out/venv/bin/pip" install -q $reqs >&2 || infra "pip could not install the runtime's requirements (PyPI reachable?)"
+    set -- "$@" "$kthena_dir/python/kthena/downloader/requirements.txt"
+  sh "$repo/ci/venv.sh" "$out/venv" "$@" || exit $?
 else
   rm -rf "$out/venv"
 fi
