@@ -174,13 +174,11 @@ mv "$out/llm-d-inference-sim.new" "$out/llm-d-inference-sim"
 # requirements (PyPI).
 if [ -n "$runtime" ]; then
   say "making the runtime's virtualenv from $kthena_dir/python/kthena/{runtime,downloader}/requirements.txt"
-  rm -rf "$out/venv"
-  python3 -m venv "$out/venv" || infra "python3 -m venv failed: install python3-venv"
-  reqs="-r $kthena_dir/python/kthena/runtime/requirements.txt"
+  reqs="$kthena_dir/python/kthena/runtime/requirements.txt"
   [ -f "$kthena_dir/python/kthena/downloader/requirements.txt" ] &&
-    reqs="$reqs -r $kthena_dir/python/kthena/downloader/requirements.txt"
-  # shellcheck disable=SC2086 # the -r pairs are separate words
-  "$out/venv/bin/pip" install -q $reqs >&2 || infra "pip could not install the runtime's requirements (PyPI reachable?)"
+    reqs="$reqs $kthena_dir/python/kthena/downloader/requirements.txt"
+  # shellcheck disable=SC2086 # the files are separate words
+  sh "$repo/ci/venv.sh" "$out/venv" $reqs || exit $?
 else
   rm -rf "$out/venv"
 fi
