@@ -52,7 +52,7 @@ test("ownership written before a restart no longer counts, though Redis still ho
   stack:expect_routed { prompt = prompt, pod = "p1", n = 2, max_tokens = 1 }
 
   local started = restart("p1")
-  if stack:can("restart_freshness") then -- Kthena keeps the fields and ignores them; another router drops them
+  if stack:can("stale_ownership") then -- Kthena keeps the fields and ignores them; another router drops them
     for i, o in ipairs(stack:expect_owner { tokens = tokens, pod = "p1", timeout = 0.1 }) do
       expect(o.ts):le(started, string.format("p1's field on block %d is still in Redis, written before the "
         .. "restart", i))
@@ -104,7 +104,7 @@ test("blocks a restarted pod announces after it came back count again", { tags =
   stack:inject("p2", kvcache.stored { tokens = tokens })
   stack:expect_owner { tokens = tokens, pod = "p2" }
   local started = restart("p2")
-  if stack:can("restart_freshness") then
+  if stack:can("stale_ownership") then
     for i, o in ipairs(stack:expect_owner { tokens = tokens, pod = "p2", timeout = 0.1 }) do
       expect(o.ts):le(started, string.format("block %d: p2's entry predates the restart, so it is stale", i))
     end
