@@ -5,6 +5,7 @@
 #   make e2e-kvcache  the KV-cache routing suite, with a JUnit file and an HTML report
 #   make e2e-kvcache-kthena  the suite on Kthena's real router and sim, no cluster (docs/targets.md)
 #   make e2e-kvcache-kind  the suite on a Kind cluster with the real Kthena (docs/kind.md)
+#   make e2e-kvcache-dynamo  the suite on Dynamo's selection service from PyPI (docs/dynamo.md)
 #   make asan         the tests under ASan/UBSan (build-asan/kvengine)
 #   make lint         clang-format check, cppcheck, actionlint over .github/workflows
 #   make types        the editor types (types/) against the running engine
@@ -61,7 +62,8 @@ KVENGINE := $(BUILD)/kvengine
 TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
-.PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind asan \
+.PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind \
+  dynamo-build e2e-kvcache-dynamo asan \
   valgrind lint types bench scale-scenarios install deps clean soak mutation html-check
 
 all: $(KVENGINE) $(MODULE_SO)
@@ -140,6 +142,7 @@ test: deps
 	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build kthena-test \
 	  KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)"; \
 	else echo "make test: no Go on PATH: the kthena target's tests are skipped (install Go, see fixtures/kthena/go.mod)"; fi
+	@sh ci/dynamo/build.sh || echo "make test: the dynamo target's virtualenv could not be made (above): its tests are skipped"
 	KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" KVENGINE_FUZZ_DIR=$(BUILD)/fuzz $(KVENGINE) -j 2 \
 	  --junit $(BUILD)/junit.xml $(TEST_PATHS)
 
@@ -171,6 +174,18 @@ e2e-kvcache-kthena: deps
 	@$(MAKE) --no-print-directory all kthena-build
 	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" \
 	  $(KVENGINE) --target kthena -j 1 --junit $(BUILD)/e2e-kvcache-kthena.xml $(SUITE)
+
+# The dynamo target's virtualenv (ci/dynamo/build.sh: python3 and PyPI):
+# Dynamo's selection service at the version ci/dynamo/requirements.txt pins.
+dynamo-build:
+	sh ci/dynamo/build.sh
+
+# The suite against Dynamo's selection service, the project's thin router in
+# front of it and the stand-in sims (docs/dynamo.md); outcomes as
+# fixtures/expect/dynamo.lua says.
+e2e-kvcache-dynamo: deps
+	@$(MAKE) --no-print-directory all dynamo-build
+	$(KVENGINE) --target dynamo -j 2 --junit $(BUILD)/e2e-kvcache-dynamo.xml $(SUITE)
 
 # The suite against Kthena on a Kind cluster (docs/kind.md): needs Docker, kind,
 # kubectl and helm 3 (ci/kind/versions.env); creates the cluster when missing,
