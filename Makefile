@@ -124,6 +124,7 @@ deps:
 	  $(CC) -x c - -o /dev/null -l$$l 2>/dev/null || ok=0; done; \
 	for t in redis-server xmllint; do command -v $$t >/dev/null || ok=0; done; \
 	/usr/bin/python3 -c 'import zmq, msgpack' 2>/dev/null || ok=0; \
+	/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || ok=0; \
 	lua5.4 -e 'require("cjson"); require("yaml")' 2>/dev/null || ok=0; \
 	echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return d && n; }' | \
 	  clang -x c - -fsanitize=fuzzer,address -o /dev/null 2>/dev/null || ok=0; \

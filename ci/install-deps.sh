@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages kvengine builds, tests and benchmarks with.
+# Installs the Debian packages kvengine builds, tests and benchmarks with
+# (python3-venv: the dynamo target's virtualenv, ci/dynamo/build.sh, whose
+# packages come from PyPI through pip).
 # Safe to run again: apt-get skips what is already there. Uses sudo only when not root.
 set -euo pipefail
 
@@ -9,7 +11,7 @@ packages=(
   libuv1-dev libzmq3-dev libhiredis-dev libcurl4-openssl-dev
   libmsgpack-dev libssl-dev libhttp-parser-dev
   redis-server redis-tools
-  python3 python3-zmq python3-msgpack
+  python3 python3-zmq python3-msgpack python3-venv
   libxml2-utils clang libclang-rt-14-dev clang-format cppcheck valgrind
   wrk hyperfine
 )
