@@ -6,6 +6,7 @@
 #   make e2e-kvcache-kthena  the suite on Kthena's real router and sim, no cluster (docs/targets.md)
 #   make e2e-kvcache-kind  the suite on a Kind cluster with the real Kthena (docs/kind.md)
 #   make e2e-kvcache-smg  the suite on SGLang's gateway from PyPI, no KV events (docs/smg.md)
+#   make e2e-kvcache-dynamo  the suite on Dynamo's selection service from PyPI (docs/dynamo.md)
 #   make asan         the tests under ASan/UBSan (build-asan/kvengine)
 #   make lint         clang-format check, cppcheck, actionlint over .github/workflows
 #   make types        the editor types (types/) against the running engine
@@ -64,6 +65,8 @@ SUITE := 'scenarios/*.lua'
 
 .PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind asan \
   smg-build e2e-kvcache-smg \
+.PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind \
+  dynamo-build e2e-kvcache-dynamo \
   valgrind lint types bench scale-scenarios install deps clean soak mutation html-check
 
 all: $(KVENGINE) $(MODULE_SO)
@@ -144,6 +147,7 @@ test: deps
 	  KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)"; \
 	else echo "make test: no Go on PATH: the kthena target's tests are skipped (install Go, see fixtures/kthena/go.mod)"; fi
 	@sh ci/smg/build.sh || echo "make test: the smg target's virtualenv could not be made (above): its tests are skipped"
+	@sh ci/dynamo/build.sh || echo "make test: the dynamo target's virtualenv could not be made (above): its tests are skipped"
 	KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" KVENGINE_FUZZ_DIR=$(BUILD)/fuzz $(KVENGINE) -j 2 \
 	  --junit $(BUILD)/junit.xml $(TEST_PATHS)
 
@@ -185,6 +189,17 @@ smg-build:
 e2e-kvcache-smg: deps
 	@$(MAKE) --no-print-directory all smg-build
 	$(KVENGINE) --target smg -j 2 --junit $(BUILD)/e2e-kvcache-smg.xml $(SUITE)
+# The dynamo target's virtualenv (ci/dynamo/build.sh: python3 and PyPI):
+# Dynamo's selection service at the version ci/dynamo/requirements.txt pins.
+dynamo-build:
+	sh ci/dynamo/build.sh
+
+# The suite against Dynamo's selection service, the project's thin router in
+# front of it and the stand-in sims (docs/dynamo.md); outcomes as
+# fixtures/expect/dynamo.lua says.
+e2e-kvcache-dynamo: deps
+	@$(MAKE) --no-print-directory all dynamo-build
+	$(KVENGINE) --target dynamo -j 2 --junit $(BUILD)/e2e-kvcache-dynamo.xml $(SUITE)
 
 # The suite against Kthena on a Kind cluster (docs/kind.md): needs Docker, kind,
 # kubectl and helm 3 (ci/kind/versions.env); creates the cluster when missing,

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages kvengine builds, tests and benchmarks with.
+# Installs the Debian packages kvengine builds, tests and benchmarks with
+# (python3-venv: the dynamo target's virtualenv, ci/dynamo/build.sh, whose
+# packages come from PyPI through pip).
 # Safe to run again: apt-get skips what is already there. Uses sudo only when not root.
 set -euo pipefail
 

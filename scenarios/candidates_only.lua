@@ -66,8 +66,8 @@ test("blocks owned only by a deleted pod give no score and no match ratio",
     s:expect_owner { tokens = cold_tokens[i], pod = "p3" }
     s:expect_owner { tokens = warm_tokens[i], pod = "p1", blocks = 1 }
   end
-  s:kill("p3") -- its ownership stays in Redis
-  s:expect_owner { tokens = cold_tokens[1], pod = "p3", timeout = 0.1 }
+  s:kill("p3") -- its ownership stays in Redis (where the router keeps it; another may drop it)
+  if s:can("stale_ownership") then s:expect_owner { tokens = cold_tokens[1], pod = "p3", timeout = 0.1 } end
 
   local sum, t = observed_ratio(s, cold)
   expect(sum):eq(0, string.format("OWNER-6/SCORE-4: every block of each prompt is owned only by p3, which is no "

@@ -36,6 +36,7 @@ end)
 
 test("malformed requests are refused with Kthena's status and message", function()
   local s <close> = kvcache.stack { pods = 1 }
+  s:requires("kthena_surface") -- Kthena's statuses and wording
   local m = s.model
   refused(post(s, '{"model":"   ","prompt":"hi","max_tokens":1}'), 404, "model not found", "ERR-2",
     "a blank model")

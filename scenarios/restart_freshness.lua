@@ -52,9 +52,11 @@ test("ownership written before a restart no longer counts, though Redis still ho
   stack:expect_routed { prompt = prompt, pod = "p1", n = 2, max_tokens = 1 }
 
   local started = restart("p1")
-  for i, o in ipairs(stack:expect_owner { tokens = tokens, pod = "p1", timeout = 0.1 }) do
-    expect(o.ts):le(started, string.format("p1's field on block %d is still in Redis, written before the "
-      .. "restart", i))
+  if stack:can("stale_ownership") then -- Kthena keeps the fields and ignores them; another router drops them
+    for i, o in ipairs(stack:expect_owner { tokens = tokens, pod = "p1", timeout = 0.1 }) do
+      expect(o.ts):le(started, string.format("p1's field on block %d is still in Redis, written before the "
+        .. "restart", i))
+    end
   end
   stack:expect_best { prompt = prompt, pod = "p2",
     why = "p1's blocks were written before its restart, so only p2's 2 of 4 blocks count",
@@ -102,8 +104,10 @@ test("blocks a restarted pod announces after it came back count again", { tags =
   stack:inject("p2", kvcache.stored { tokens = tokens })
   stack:expect_owner { tokens = tokens, pod = "p2" }
   local started = restart("p2")
-  for i, o in ipairs(stack:expect_owner { tokens = tokens, pod = "p2", timeout = 0.1 }) do
-    expect(o.ts):le(started, string.format("block %d: p2's entry predates the restart, so it is stale", i))
+  if stack:can("stale_ownership") then
+    for i, o in ipairs(stack:expect_owner { tokens = tokens, pod = "p2", timeout = 0.1 }) do
+      expect(o.ts):le(started, string.format("block %d: p2's entry predates the restart, so it is stale", i))
+    end
   end
 
   stack:inject("p2", kvcache.stored { tokens = tokens })

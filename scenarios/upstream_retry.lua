@@ -22,6 +22,7 @@ local FAILING = { failure_injection_rate = 100, failure_types = { "server_error"
 test("the best pod answering 503 is retried once on the next pod; the access log shows both attempts",
   { tags = { "needs:kvcache_score", "needs:attempts_logged" } }, function()
   local s <close> = kvcache.stack { pods = { { sim = FAILING }, {}, {} } }
+  s:requires("kthena_surface") -- Kthena's retry on the next of its best pods
   for _, stream in ipairs({ false, true }) do
     -- A prompt of its own: the pod that served the last one announced it.
     local prompt, tokens = s:prompt(4)
@@ -54,6 +55,7 @@ end)
 test("when every pod fails, the client gets 503 request to all pods failed, after each pod was tried",
   { tags = { "needs:attempts_logged", "needs:all_failed_503" } }, function()
   local s <close> = kvcache.stack { pods = 2, sim = FAILING }
+  s:requires("kthena_surface") -- Kthena's retry and its wording
   local r = assert(s:complete { prompt = s:prompt(2), max_tokens = 1 })
   expect(r.status):eq(503, string.format("RETRY-1: both pods answer 503, so the request fails (request %s: %s)%s",
     r.request_id, r.body, s:cause_note("all_failed_503")))
