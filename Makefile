@@ -7,6 +7,7 @@
 #   make e2e-kvcache-kind  the suite on a Kind cluster with the real Kthena (docs/kind.md)
 #   make e2e-kvcache-smg  the suite on SGLang's gateway from PyPI, no KV events (docs/smg.md)
 #   make e2e-kvcache-dynamo  the suite on Dynamo's selection service from PyPI (docs/dynamo.md)
+#   make cluster-node-build  the cluster target's node, kvengine-node (docs/cluster-node.md)
 #   make asan         the tests under ASan/UBSan (build-asan/kvengine)
 #   make lint         clang-format check, cppcheck, actionlint over .github/workflows
 #   make types        the editor types (types/) against the running engine
@@ -65,6 +66,7 @@ SUITE := 'scenarios/*.lua'
 
 .PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind asan \
   smg-build e2e-kvcache-smg dynamo-build e2e-kvcache-dynamo \
+  cluster-node-build cluster-node-test \
   valgrind lint types bench scale-scenarios install deps clean soak mutation html-check
 
 all: $(KVENGINE) $(MODULE_SO)
@@ -146,6 +148,8 @@ test: deps
 	else echo "make test: no Go on PATH: the kthena target's tests are skipped (install Go, see fixtures/kthena/go.mod)"; fi
 	@sh ci/smg/build.sh || echo "make test: the smg target's virtualenv could not be made (above): its tests are skipped"
 	@sh ci/dynamo/build.sh || echo "make test: the dynamo target's virtualenv could not be made (above): its tests are skipped"
+	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory cluster-node-build cluster-node-test; \
+	else echo "make test: no Go on PATH: the cluster node is not built, its tests are skipped (fixtures/cluster/node/go.mod)"; fi
 	KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" KVENGINE_FUZZ_DIR=$(BUILD)/fuzz $(KVENGINE) -j 2 \
 	  --junit $(BUILD)/junit.xml $(TEST_PATHS)
 
@@ -170,6 +174,15 @@ kthena-build:
 # The router harness's own Go tests (against the pinned Kthena), and go vet.
 kthena-test:
 	cd fixtures/kthena && GOTOOLCHAIN=local go vet ./... && GOTOOLCHAIN=local go test ./...
+
+# The cluster target's node, kvengine-node (ci/cluster/node-build.sh: needs
+# Go), and its Go tests; those of a pod's namespaces run as root only.
+cluster-node-build:
+	sh ci/cluster/node-build.sh
+
+cluster-node-test:
+	cd fixtures/cluster/node && GOTOOLCHAIN=local CGO_ENABLED=0 go vet ./... && \
+	  GOTOOLCHAIN=local CGO_ENABLED=0 go test ./...
 
 # The suite against Kthena's real router and llm-d-inference-sim as local
 # processes (docs/targets.md), one file at a time: the real router is heavier.
