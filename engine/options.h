@@ -16,6 +16,7 @@ struct kv_options {
   int tap;
   const char *junit;
   const char *html;
+  const char *reports; /* what engine.report sent, as JSON lines */
   long seed; /* 0: pick one */
   double timeout;
   double file_timeout;
