@@ -17,7 +17,7 @@ struct kv_options {
   const char *junit;
   const char *html;
   const char *reports; /* what engine.report sent, as JSON lines */
-  long seed; /* 0: pick one */
+  long seed;           /* 0: pick one */
   double timeout;
   double file_timeout;
   const char *artifacts;
