@@ -142,12 +142,11 @@ function M.text(b)
   lines[#lines + 1] = ""
   for _, rt in ipairs(b.routers) do
     if rt.status == "ran" then
-      local c = rt.counts
       local c, drifts = rt.counts, rt.drifts or {}
       lines[#lines + 1] = string.format("%-16s %d passed, %d failed, %d skipped, %d known gaps in %.0fs%s", rt.label,
         c.pass, c.fail, c.skip, c.gap, rt.seconds, rt.expect and string.format("; %d drift(s) from %s", #drifts,
           rt.expect) or "")
-      for _, d in ipairs(rt.drifts or {}) do lines[#lines + 1] = "    drift: " .. d end
+      for _, d in ipairs(drifts) do lines[#lines + 1] = "    drift: " .. d end
     else
       lines[#lines + 1] = string.format("%-16s not run: %s", rt.label, rt.why)
     end
