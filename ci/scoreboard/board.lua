@@ -10,7 +10,8 @@
 -- A router: {label, status = "ran" | "missing", why, results (tests/lib/tap.lua),
 -- cause_of = fn(key, result) -> cause name | nil, workload = {[policy] =
 -- figures} | nil, workload_why, latency = {["128"] = row, ["2048"] = row} | nil,
--- latency_why, drifts = {...}, seconds}. A cell: the test's outcome on one
+-- latency_why, expect (its expectations file) and drifts = {...}, or causes
+-- (where its failures are explained otherwise), seconds}. A cell: the test's outcome on one
 -- router; text is a failure's first line, the capability a skip names (or
 -- its whole reason when it names none), a known gap's reason.
 
@@ -60,6 +61,7 @@ function M.files(routers)
       by_key[key].cells[rt.label] = M.cell(r, rt.cause_of)
     end
   end
+  table.sort(files, function(a, b) return a.file < b.file end) -- runs under -j interleave their files
   return files
 end
 
@@ -145,7 +147,7 @@ function M.text(b)
       local c, drifts = rt.counts, rt.drifts or {}
       lines[#lines + 1] = string.format("%-16s %d passed, %d failed, %d skipped, %d known gaps in %.0fs%s", rt.label,
         c.pass, c.fail, c.skip, c.gap, rt.seconds, rt.expect and string.format("; %d drift(s) from %s", #drifts,
-          rt.expect) or "")
+          rt.expect) or (rt.causes and "; causes: " .. rt.causes or ""))
       for _, d in ipairs(drifts) do lines[#lines + 1] = "    drift: " .. d end
     else
       lines[#lines + 1] = string.format("%-16s not run: %s", rt.label, rt.why)

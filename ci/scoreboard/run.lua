@@ -164,7 +164,7 @@ end
 local function causes(rt)
   local path = expectations.file(rt.target)
   if rt.target == "kthena" then
-    rt.expect = "fixtures/stacks/kthena_causes.lua"
+    rt.causes = "fixtures/stacks/kthena_causes.lua, held by fixtures/tests/kthena_suite.lua"
     rt.cause_of = function(_, r) return (r.message or ""):match("%[cause ([%w_]+)%]") end
   elseif path then
     local exp = expectations.load(path)
