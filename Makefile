@@ -15,6 +15,7 @@
 #   make bench        benchmarks, printed beside their references
 #   make scale-scenarios  the scale scenarios (scenarios/scale/, docs/bench.md)
 #   make conformance  the suite on local and kthena, differences explained or failed
+#   make scoreboard   the suite on every router that builds here, side by side (docs/scoreboard.md)
 #   make soak         everything `make test` runs, 20 times in a row (ci/soak.sh)
 #   make mutation     the mutation catalogue against the suite (docs/mutation.md);
 #                     MUTATION_ARGS="-j 2 FILTER-1 lora-filter-removed" for a subset
@@ -67,7 +68,7 @@ SUITE := 'scenarios/*.lua'
 .PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind asan \
   smg-build e2e-kvcache-smg dynamo-build e2e-kvcache-dynamo \
   cluster-node-build cluster-node-test \
-  valgrind lint types bench scale-scenarios install deps clean soak mutation html-check
+  valgrind lint types bench scale-scenarios install deps clean soak mutation html-check scoreboard
 
 all: $(KVENGINE) $(MODULE_SO)
 
@@ -275,6 +276,26 @@ conformance: all
 	  KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)";; esac
 	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" \
 	  $(KVENGINE) serve ci/conformance/run.lua --targets $(CONFORMANCE_TARGETS) $(SUITE)
+
+# The suite on every router that builds here, a table per scenario file, the
+# routing-quality figures and the added latency per router, and the same in
+# build/scoreboard/scoreboard.html, read back in Chromium as html-check does
+# (ci/scoreboard/run.lua, docs/scoreboard.md). Kthena: the pinned release in
+# build/kthena and, with KTHENA_DIR, that checkout in KTHENA_MAIN_BIN (built
+# unless up to date). A router that cannot run is listed with why.
+KTHENA_MAIN_BIN ?= $(BUILD)/kthena-main
+scoreboard: deps
+	@command -v chromium >/dev/null && command -v identify >/dev/null || bash ci/html-check/install.sh
+	@$(MAKE) --no-print-directory all
+	@if command -v go >/dev/null 2>&1; then \
+	  $(MAKE) --no-print-directory kthena-build KTHENA_DIR= KTHENA_VERSION= KTHENA_RUNTIME=local; \
+	  if [ -n "$(KTHENA_DIR)" ]; then KTHENA_DIR="$(KTHENA_DIR)" KTHENA_OUT="$(KTHENA_MAIN_BIN)" KTHENA_RUNTIME=local \
+	    sh ci/kthena/build.sh --check || KTHENA_DIR="$(KTHENA_DIR)" KTHENA_OUT="$(KTHENA_MAIN_BIN)" \
+	    KTHENA_RUNTIME=local sh ci/kthena/build.sh; fi; \
+	else echo "make scoreboard: no Go on PATH: the kthena routers are listed as missing"; fi
+	KTHENA_DIR="$(KTHENA_DIR)" KVENGINE_KTHENA_MAIN_BIN="$(KTHENA_MAIN_BIN)" $(KVENGINE) serve ci/scoreboard/run.lua \
+	  --out $(BUILD)/scoreboard $(SUITE)
+	SCOREBOARD_DIR=$(BUILD)/scoreboard $(KVENGINE) --timeout 120 ci/scoreboard/html_check.lua
 
 # What `make test` runs, 20 consecutive times; a failing run's log is kept.
 soak: deps

@@ -58,6 +58,7 @@ static const struct row rows[] = {
     {"--tap", 0, K_FLAG, FIELD(tap), 0, 0, 0, 0, NULL},
     {"--junit", 0, K_STRING, FIELD(junit), 0, 0, 0, 0, NULL},
     {"--html", 0, K_STRING, FIELD(html), 0, 0, 0, 0, NULL},
+    {"--reports", 0, K_STRING, FIELD(reports), 0, 0, 0, 0, NULL},
     {"--seed", 0, K_LONG, FIELD(seed), 1, 1, 2147483647, 0, NULL},
     {"--timeout", 0, K_NUMBER, FIELD(timeout), 1, 0.001, HUGE_VAL, 0, NULL},
     {"--file-timeout", 0, K_NUMBER, FIELD(file_timeout), 1, 0.001, HUGE_VAL, 0, NULL},
@@ -103,6 +104,8 @@ void kv_usage(void) {
       "      --junit FILE      also write a JUnit XML report to FILE\n"
       "      --html FILE       also write a self-contained HTML report to FILE: outcomes,\n"
       "                        failures with their diagnosis, and the charts fixtures send\n"
+      "      --reports FILE    also write what fixtures send with engine.report to FILE, one\n"
+      "                        JSON object a line: {file, test, kind, data}\n"
       "      --seed N          master seed (default: random; printed at start and on failure)\n"
       "      --timeout S       default per-test time limit in seconds (default 30)\n"
       "      --file-timeout S  time limit for a whole file (default 600)\n"

@@ -16,7 +16,8 @@ struct kv_options {
   int tap;
   const char *junit;
   const char *html;
-  long seed; /* 0: pick one */
+  const char *reports; /* what engine.report sent, as JSON lines */
+  long seed;           /* 0: pick one */
   double timeout;
   double file_timeout;
   const char *artifacts;

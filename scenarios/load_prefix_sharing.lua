@@ -39,8 +39,9 @@
 --
 -- Figures (the sims' usage.prompt_tokens_details.cached_tokens over prompt
 -- tokens; evicted blocks = blocks each sim had to store beyond its
--- capacity) go to the artifact load.txt, the log and, as a chart of the hit
--- ratios, the HTML report (engine.report "chart"). kvcache-aware must
+-- capacity) go to the artifact load.txt, the log, as a chart of the hit
+-- ratios the HTML report (engine.report "chart"), and per policy as data
+-- (engine.report "load_figures": --reports). kvcache-aware must
 -- reach a clearly higher hit ratio (10 points at least) and clearly fewer
 -- evictions (15% at least) than random; least-request is reported for
 -- reference.
@@ -228,6 +229,10 @@ local function run(policy)
   f.evicted = 0
   for _, n in pairs(f.stored) do f.evicted = f.evicted + math.max(0, n - CACHE_BLOCKS) end
   figures[policy.name] = f
+  -- The figures as data, for programs that run the suite (make scoreboard
+  -- reads them with --reports); the HTML report draws no "load_figures".
+  engine.report("load_figures", { policy = policy.name, hit = f.hit, cached = f.cached, prompt = f.prompt,
+    evicted = f.evicted, errors = f.errors, seconds = f.seconds, requests = #PROMPT_LIST, served = f.served })
   local warm, lost = 0, 0
   for name, n in pairs(f.warm) do warm, lost = warm + n, lost + (f.lost[name] or 0) end
   log(string.format("%-14s hit ratio %.3f (%d of %d prompt tokens cached), %d blocks evicted, %.2fs (warm-up: %d "

@@ -185,19 +185,8 @@ end
 
 -- ------------------------------------------------------------ comparison
 
--- Does a skip on `target` explain a difference? Its capability and where
--- the target declares it absent, or nil, why not.
-function M.skip_explains(target, caps, reason)
-  local named, cap, how = driver.skip_capability(reason or "")
-  if not named then return nil, "the skip names no capability" end
-  if named ~= target then return nil, string.format("the skip names the %s target", named) end
-  if how == "stack" then return cap, "stack" end
-  if caps[cap] == true then
-    return nil, string.format("the %s target declares %s present", target, cap)
-  end
-  if type(caps[cap]) ~= "string" then return nil, string.format("the %s target does not declare %s", target, cap) end
-  return cap, "capabilities"
-end
+-- Does a skip on `target` explain a difference? (kvcache/driver.lua)
+M.skip_explains = driver.skip_explained
 
 local function outcome_row(o, key)
   local A, B = o.targets[1], o.targets[2]

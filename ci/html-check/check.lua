@@ -21,6 +21,9 @@ local json = require("json")
 local proc = require("proc")
 
 local HERE = debug.getinfo(1, "S").short_src:match("^(.*)/[^/]*$") or "."
+package.path = HERE .. "/../?.lua;" .. package.path
+local browser = require("html-check.browser")
+local xpath, box_of = browser.xpath, browser.box_of
 local OUT = os.getenv("HTML_CHECK_DIR") or "build/html-check"
 local SCREENSHOT = os.getenv("HTML_CHECK_SCREENSHOT")
 if SCREENSHOT == "" then SCREENSHOT = nil end
@@ -32,54 +35,7 @@ local BIN = assert(os.getenv("KVENGINE_BIN"), "KVENGINE_BIN is set by the engine
 local cwd = os.getenv("PWD")
 if cwd and BIN:sub(1, #cwd + 1) == cwd .. "/" then BIN = BIN:sub(#cwd + 2) end
 
-local function url(path)
-  return "file://" .. (path:sub(1, 1) == "/" and path or (assert(cwd, "PWD is set") .. "/" .. path))
-end
-
--- Run once the page has laid out: the box (page coordinates) and fill of
--- each chart, bar and timeline mark, and the page's height.
-local MEASURE = [[
-<script>
-for (const el of document.querySelectorAll("figure.chart, rect.bar, figure.timeline [data-kind]")) {
-  const b = el.getBoundingClientRect();
-  el.setAttribute("data-box", [b.left + scrollX, b.top + scrollY, b.width, b.height].map(Math.round).join(","));
-  el.setAttribute("data-fill", getComputedStyle(el).fill);
-}
-document.documentElement.setAttribute("data-height", document.documentElement.scrollHeight);
-</script>
-]]
-
--- Run a tool: its own argv head, then args; returns its stdout, or fails
--- the test.
-local function tool(head, args, timeout)
-  local argv = table.move(args, 1, #args, #head + 1, table.move(head, 1, #head, 1, {}))
-  local status, out, err = proc.run { argv = argv, timeout = timeout }
-  expect(status):eq(0, table.concat(argv, " ") .. ": " .. tostring(err))
-  return out
-end
-
-local function chromium(args)
-  return tool({ "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-    "--force-device-scale-factor=1", "--user-data-dir=" .. OUT .. "/chromium-profile" }, args, 90)
-end
-
--- The screenshot through ImageMagick's convert.
-local function convert(args) return tool({ "convert", OUT .. "/report.png" }, args, 30) end
-
--- XPath over the dumped DOM, read as HTML: a number for count(), else the string value.
-local function xpath(file, expr)
-  local out = tool({ "xmllint", "--html", "--xpath", expr, file }, {}, 10):gsub("\n$", "")
-  return tonumber(out) or out
-end
-
-local function box_of(dom, path)
-  local text = xpath(dom, "string(" .. path .. "/@data-box)")
-  local x, y, w, h = tostring(text):match("^(%-?%d+),(%-?%d+),(%d+),(%d+)$")
-  expect(x):not_nil("the measured DOM gives " .. path .. " a box, not " .. tostring(text))
-  return { x = tonumber(x), y = tonumber(y), w = tonumber(w), h = tonumber(h) }
-end
-
-local record, dom, page
+local record, dom, png, page
 
 before_all(function()
   proc.run { argv = { "rm", "-rf", OUT } }
@@ -90,15 +46,8 @@ before_all(function()
     timeout = 120 }
   expect(status):eq(1, "the run has its one failure:\n" .. tostring(out))
   record = json.decode(assert(fs.read(OUT .. "/record.json"), "the run wrote what it did"))
-  local measured = OUT .. "/measured.html"
-  fs.write(measured, (assert(fs.read(page)):gsub("</body>", MEASURE .. "</body>")))
-  dom = OUT .. "/dom.html"
-  fs.write(dom, chromium { "--window-size=" .. WIDTH .. ",900", "--dump-dom", url(measured) })
-  local height = xpath(dom, "string(/html/@data-height)")
-  expect(height):type("number", "the page's height was measured")
-  chromium { "--window-size=" .. WIDTH .. "," .. height, "--screenshot=" .. OUT .. "/report.png",
-    url(measured) }
-  if SCREENSHOT then proc.run { argv = { "cp", OUT .. "/report.png", SCREENSHOT } } end
+  dom, png = browser.render(page, OUT, WIDTH)
+  if SCREENSHOT then proc.run { argv = { "cp", png, SCREENSHOT } } end
 end)
 
 test("one row per test, with its outcome", function()
@@ -150,24 +99,14 @@ test("the failing test has its diagnosis and a timeline of the steps the run too
   expect(xpath(dom, "count(" .. marks .. '[@data-kind="publish"][@data-pod="p1"])')):eq(1, "p1's announcement")
 end)
 
--- Channels of pixel (x, y) of the screenshot, 0-255.
-local function pixel(x, y)
-  local fx = {}
-  for i, c in ipairs({ "r", "g", "b" }) do fx[i] = string.format("%%[fx:int(255*p{%d,%d}.%s+0.5)]", x, y, c) end
-  local out = convert { "-format", table.concat(fx, ","), "info:" }
-  local r, g, b = out:match("^(%d+),(%d+),(%d+)")
-  return { tonumber(r), tonumber(g), tonumber(b) }
-end
-
 test("the screenshot shows each chart, and each bar in its colour, where the DOM lays them out", function()
-  local size = convert { "-format", "%w %h", "info:" }
+  local size = browser.convert(png, { "-format", "%w %h", "info:" })
   expect(size):eq(WIDTH .. " " .. xpath(dom, "string(/html/@data-height)"), "the screenshot is the whole page")
   local charts = xpath(dom, 'count(//figure[contains(@class, "chart")])')
   expect(charts):ge(#record.routes + 2, "the route charts, the timeline and the scenario's chart")
   for i = 1, charts do
     local b = box_of(dom, string.format('(//figure[contains(@class, "chart")])[%d]', i))
-    local sd = tonumber(convert { "-crop", string.format("%dx%d+%d+%d", b.w, b.h, b.x, b.y), "+repage", "-format",
-      "%[fx:standard_deviation]", "info:" })
+    local sd = browser.blank(png, b)
     expect(sd):gt(0.02, string.format("chart %d is drawn in its box %d,%d %dx%d, not blank", i, b.x, b.y, b.w, b.h))
   end
   local bars = xpath(dom, 'count(//*[name()="rect"][contains(@class, "bar")])')
@@ -179,7 +118,7 @@ test("the screenshot shows each chart, and each bar in its colour, where the DOM
       local fill = xpath(dom, "string(" .. path .. "/@data-fill)")
       local r, g, bl = fill:match("rgb%((%d+), (%d+), (%d+)%)")
       expect(r):not_nil("the DOM gives bar " .. i .. " a colour, not " .. fill)
-      expect(pixel(b.x + b.w // 2, b.y + b.h // 2)):eq({ tonumber(r), tonumber(g), tonumber(bl) },
+      expect(browser.pixel(png, b.x + b.w // 2, b.y + b.h // 2)):eq({ tonumber(r), tonumber(g), tonumber(bl) },
         string.format("bar %d's middle (%d,%d) has its colour %s", i, b.x + b.w // 2, b.y + b.h // 2, fill))
       checked = checked + 1
     end

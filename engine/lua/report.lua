@@ -8,8 +8,9 @@
 -- events to the reporters as they arrive: the console (or TAP with --tap)
 -- on stdout, line-buffered so that a pipe or a log file gets each line when
 -- it is written, with --junit an XML file, with --html a page that also
--- draws what engine.report sent; and once a file's worker is
--- gone it drops the artifacts nobody needs (artifacts.lua).  Every run ends
+-- draws what engine.report sent, with --reports that data as JSON lines;
+-- and once a file's worker is gone it drops the artifacts nobody needs
+-- (artifacts.lua).  Every run ends
 -- with the plain line "N passed, N failed, N skipped", where known gaps
 -- count as skipped (and have a line of their own above it).
 
@@ -68,6 +69,9 @@ function M.start(opts, files, tty)
   end
   if opts.html then
     state.reporters[#state.reporters + 1] = require("report_html").new(opts)
+  end
+  if opts.reports then
+    state.reporters[#state.reporters + 1] = require("report_data").new(opts)
   end
   each_reporter("start", { seed = opts.seed, files = #files, jobs = #state.order, command = opts.command })
   return nil

@@ -69,9 +69,28 @@ local dir = child.files { ["s.lua"] = SCENARIO }
 local page = dir .. "/report.html"
 local status, out
 
-before_all(function() status, out = run(dir, { "--html", page }) end)
+local reports = dir .. "/reports.jsonl"
+
+before_all(function() status, out = run(dir, { "--html", page, "--reports", reports }) end)
 
 after_all(function() child.remove(dir) end)
+
+test("--reports writes each report as a JSON line: its file, test, kind and data", function()
+  local lines = {}
+  for line in assert(fs.read(reports), "the file is at " .. reports):gmatch("[^\n]+") do
+    lines[#lines + 1] = require("json").decode(line)
+  end
+  expect(#lines):eq(6, "the file's chart, two routes, the failure's timeline, and the last test's two")
+  expect(lines[1]):eq({ file = dir .. "/s.lua", run = 1, kind = "chart", data = { title = "a chart of the file",
+    bars = { { label = "a", value = 2 }, { label = "b", value = 5 } } } })
+  expect(lines[2].test):eq("routes")
+  expect(lines[2].data.counts):eq({ p1 = 6, p2 = 3 })
+  expect(lines[3].data.method):eq("expect_routed")
+  expect(lines[4].test):eq("fails <with> & markup")
+  expect(lines[4].kind):eq("timeline")
+  expect(lines[5].kind):eq("something-else", "a kind nobody draws is data all the same")
+  expect(lines[6].data):eq({ counts = "not a table" }, "so is data no drawer could draw")
+end)
 
 test("the page is written, well-formed, for a run with a failure", function()
   expect(status):eq(1, "one test fails: " .. out)
