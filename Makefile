@@ -4,6 +4,7 @@
 #   make test         everything the project tests (installs missing deps first)
 #   make e2e-kvcache  the KV-cache routing suite, with a JUnit file and an HTML report
 #   make e2e-kvcache-kthena  the suite on Kthena's real router and sim, no cluster (docs/targets.md)
+#   make e2e-kvcache-llmd  the suite on llm-d's KV-cache indexer and the real sim (docs/llmd.md)
 #   make e2e-kvcache-kind  the suite on a Kind cluster with the real Kthena (docs/kind.md)
 #   make asan         the tests under ASan/UBSan (build-asan/kvengine)
 #   make lint         clang-format check, cppcheck, actionlint over .github/workflows
@@ -61,7 +62,7 @@ KVENGINE := $(BUILD)/kvengine
 TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
-.PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind asan \
+.PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-llmd llmd-build llmd-test e2e-kvcache-kind asan \
   valgrind lint types bench scale-scenarios install deps clean soak mutation html-check
 
 all: $(KVENGINE) $(MODULE_SO)
@@ -137,7 +138,7 @@ FUZZ_TARGETS = $(BUILD)/fuzz/fuzz_events $(BUILD)/fuzz/fuzz_http
 # shared cores failed two of them under load where -j 2 passed.
 test: deps
 	@$(MAKE) --no-print-directory all $(FUZZ_TARGETS)
-	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build kthena-test \
+	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build kthena-test llmd-build llmd-test \
 	  KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)"; \
 	else echo "make test: no Go on PATH: the kthena target's tests are skipped (install Go, see fixtures/kthena/go.mod)"; fi
 	KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" KVENGINE_FUZZ_DIR=$(BUILD)/fuzz $(KVENGINE) -j 2 \
@@ -171,6 +172,20 @@ e2e-kvcache-kthena: deps
 	@$(MAKE) --no-print-directory all kthena-build
 	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" \
 	  $(KVENGINE) --target kthena -j 1 --junit $(BUILD)/e2e-kvcache-kthena.xml $(SUITE)
+
+# The llmd target's router (docs/llmd.md): llm-d's KV-cache indexer in the
+# project's program, pinned in fixtures/llmd/go.mod; its engines are the
+# kthena target's (kthena-build).
+llmd-build:
+	sh ci/llmd/build.sh
+
+llmd-test:
+	cd fixtures/llmd && GOTOOLCHAIN=local go vet ./... && GOTOOLCHAIN=local go test ./...
+
+# The suite against llm-d's indexer and llm-d-inference-sim as local processes.
+e2e-kvcache-llmd: deps
+	@$(MAKE) --no-print-directory all llmd-build kthena-build KTHENA_RUNTIME=local
+	$(KVENGINE) --target llmd -j 2 --junit $(BUILD)/e2e-kvcache-llmd.xml $(SUITE)
 
 # The suite against Kthena on a Kind cluster (docs/kind.md): needs Docker, kind,
 # kubectl and helm 3 (ci/kind/versions.env); creates the cluster when missing,
