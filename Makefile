@@ -4,6 +4,7 @@
 #   make test         everything the project tests (installs missing deps first)
 #   make e2e-kvcache  the KV-cache routing suite, with a JUnit file and an HTML report
 #   make e2e-kvcache-kthena  the suite on Kthena's real router and sim, no cluster (docs/targets.md)
+#   make e2e-kvcache-llmd  the suite on llm-d's KV-cache indexer and the real sim (docs/llmd.md)
 #   make e2e-kvcache-kind  the suite on a Kind cluster with the real Kthena (docs/kind.md)
 #   make e2e-kvcache-smg  the suite on SGLang's gateway from PyPI, no KV events (docs/smg.md)
 #   make e2e-kvcache-dynamo  the suite on Dynamo's selection service from PyPI (docs/dynamo.md)
@@ -67,7 +68,7 @@ SUITE := 'scenarios/*.lua'
 
 .PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind asan \
   smg-build e2e-kvcache-smg dynamo-build e2e-kvcache-dynamo \
-  cluster-node-build cluster-node-test \
+  cluster-node-build cluster-node-test llmd-build llmd-test e2e-kvcache-llmd \
   valgrind lint types bench scale-scenarios install deps clean soak mutation html-check scoreboard
 
 all: $(KVENGINE) $(MODULE_SO)
@@ -144,7 +145,7 @@ FUZZ_TARGETS = $(BUILD)/fuzz/fuzz_events $(BUILD)/fuzz/fuzz_http
 # shared cores failed two of them under load where -j 2 passed.
 test: deps
 	@$(MAKE) --no-print-directory all $(FUZZ_TARGETS)
-	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build kthena-test \
+	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build kthena-test llmd-build llmd-test \
 	  KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)"; \
 	else echo "make test: no Go on PATH: the kthena target's tests are skipped (install Go, see fixtures/kthena/go.mod)"; fi
 	@sh ci/smg/build.sh || echo "make test: the smg target's virtualenv could not be made (above): its tests are skipped"
@@ -212,6 +213,19 @@ dynamo-build:
 e2e-kvcache-dynamo: deps
 	@$(MAKE) --no-print-directory all dynamo-build
 	$(KVENGINE) --target dynamo -j 2 --junit $(BUILD)/e2e-kvcache-dynamo.xml $(SUITE)
+# The llmd target's router (docs/llmd.md): llm-d's KV-cache indexer in the
+# project's program, pinned in fixtures/llmd/go.mod; its engines are the
+# kthena target's (kthena-build).
+llmd-build:
+	sh ci/llmd/build.sh
+
+llmd-test:
+	cd fixtures/llmd && GOTOOLCHAIN=local go vet ./... && GOTOOLCHAIN=local go test ./...
+
+# The suite against llm-d's indexer and llm-d-inference-sim as local processes.
+e2e-kvcache-llmd: deps
+	@$(MAKE) --no-print-directory all llmd-build kthena-build KTHENA_RUNTIME=local
+	$(KVENGINE) --target llmd -j 2 --junit $(BUILD)/e2e-kvcache-llmd.xml $(SUITE)
 
 # The suite against Kthena on a Kind cluster (docs/kind.md): needs Docker, kind,
 # kubectl and helm 3 (ci/kind/versions.env); creates the cluster when missing,
