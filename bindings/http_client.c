@@ -722,8 +722,8 @@ static int call_run(lua_State *L, int concurrency, lua_KFunction k) {
 static const char *const request_keys[] = {"method",  "url",    "headers", "body", "json",
                                            "timeout", "stream", "tls",     NULL};
 static const char *const get_keys[] = {"headers", "body", "json", "timeout", "stream", "tls", NULL};
-static const char *const post_keys[] = {"method", "headers", "body", "json",
-                                        "timeout", "stream", "tls",  NULL};
+static const char *const post_keys[] = {"method",  "headers", "body", "json",
+                                        "timeout", "stream",  "tls",  NULL};
 static const char *const batch_keys[] = {"concurrency", "summary", NULL};
 
 const kv_option_keys kvh_client_options[] = {{"request", request_keys},
