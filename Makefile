@@ -122,7 +122,7 @@ deps:
 	@ok=1; for p in $(PKGS); do pkg-config --exists $$p || ok=0; done; \
 	for l in $(PLAIN_LIBS); do echo 'int main(void){return 0;}' | \
 	  $(CC) -x c - -o /dev/null -l$$l 2>/dev/null || ok=0; done; \
-	for t in redis-server xmllint; do command -v $$t >/dev/null || ok=0; done; \
+	for t in redis-server xmllint openssl ip; do command -v $$t >/dev/null || ok=0; done; \
 	/usr/bin/python3 -c 'import zmq, msgpack' 2>/dev/null || ok=0; \
 	lua5.4 -e 'require("cjson"); require("yaml")' 2>/dev/null || ok=0; \
 	echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return d && n; }' | \

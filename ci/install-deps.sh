@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages kvengine builds, tests and benchmarks with.
+# Installs the Debian packages kvengine builds, tests and benchmarks with
+# (openssl and iproute2: the cluster target's certificates and its bridge).
 # Safe to run again: apt-get skips what is already there. Uses sudo only when not root.
 set -euo pipefail
 
@@ -12,6 +13,7 @@ packages=(
   python3 python3-zmq python3-msgpack
   libxml2-utils clang libclang-rt-14-dev clang-format cppcheck valgrind
   wrk hyperfine
+  openssl iproute2
 )
 
 sudo=()
