@@ -53,7 +53,7 @@ supplied kubectl TEST_ASSET_KUBECTL || kube="$kube kubectl"
 etcd=etcd
 supplied etcd TEST_ASSET_ETCD && etcd=""
 
-want="go=$go_have build=$kube $etcd helm sources=$(fingerprint "$src" "$repo/ci/cluster/build.sh" "$repo/ci/gobuild.sh")"
+want="go=$go_have build=$kube $etcd helm sources=$(fingerprint "$src/kube" "$src/etcd" "$src/helm" "$repo/ci/cluster/build.sh" "$repo/ci/gobuild.sh")"
 missing=""
 for b in $kube $etcd helm; do [ -x "$out/bin/$b" ] || missing="$missing $b"; done
 if [ -z "$missing" ] && [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$want" ]; then
