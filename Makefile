@@ -9,6 +9,7 @@
 #   make e2e-kvcache-smg  the suite on SGLang's gateway from PyPI, no KV events (docs/smg.md)
 #   make e2e-kvcache-dynamo  the suite on Dynamo's selection service from PyPI (docs/dynamo.md)
 #   make cluster-node-build  the cluster target's node, kvengine-node (docs/cluster-node.md)
+#   make cluster-build  the cluster target's control plane and helm, from Go modules (docs/cluster.md)
 #   make asan         the tests under ASan/UBSan (build-asan/kvengine)
 #   make lint         clang-format check, cppcheck, actionlint over .github/workflows
 #   make types        the editor types (types/) against the running engine
@@ -68,7 +69,7 @@ SUITE := 'scenarios/*.lua'
 
 .PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind asan \
   smg-build e2e-kvcache-smg dynamo-build e2e-kvcache-dynamo \
-  cluster-node-build cluster-node-test llmd-build llmd-test e2e-kvcache-llmd \
+  cluster-node-build cluster-node-test llmd-build llmd-test e2e-kvcache-llmd cluster-build \
   valgrind lint types bench scale-scenarios install deps clean soak mutation html-check scoreboard
 
 all: $(KVENGINE) $(MODULE_SO)
@@ -127,7 +128,7 @@ deps:
 	@ok=1; for p in $(PKGS); do pkg-config --exists $$p || ok=0; done; \
 	for l in $(PLAIN_LIBS); do echo 'int main(void){return 0;}' | \
 	  $(CC) -x c - -o /dev/null -l$$l 2>/dev/null || ok=0; done; \
-	for t in redis-server xmllint; do command -v $$t >/dev/null || ok=0; done; \
+	for t in redis-server xmllint openssl ip; do command -v $$t >/dev/null || ok=0; done; \
 	/usr/bin/python3 -c 'import zmq, msgpack' 2>/dev/null || ok=0; \
 	python3 -c 'import venv, ensurepip' 2>/dev/null || ok=0; \
 	lua5.4 -e 'require("cjson"); require("yaml")' 2>/dev/null || ok=0; \
@@ -137,8 +138,10 @@ deps:
 
 FUZZ_TARGETS = $(BUILD)/fuzz/fuzz_events $(BUILD)/fuzz/fuzz_http
 
-# With Go on PATH the kthena target's programs are built first, so its tests
-# run (fixtures/tests/kthena_*.lua); without Go they are skipped, saying why.
+# With Go on PATH the kthena target's programs and the cluster target's
+# control plane are built first, so their tests run (fixtures/tests/kthena_*.lua,
+# cluster_*.lua); without Go they are skipped, saying why, and so are the
+# cluster's when its build could not reach the module proxy (exit 3).
 # -j 2, not the default 4 per core: besides the scenarios, the tests time
 # their own stacks and fakes (fixtures/tests/kvcache.lua's start in about a
 # second, stack_kind.lua's namespace still terminating), and 8 workers on 2
@@ -146,12 +149,12 @@ FUZZ_TARGETS = $(BUILD)/fuzz/fuzz_events $(BUILD)/fuzz/fuzz_http
 test: deps
 	@$(MAKE) --no-print-directory all $(FUZZ_TARGETS)
 	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build kthena-test llmd-build llmd-test \
-	  KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)"; \
-	else echo "make test: no Go on PATH: the kthena target's tests are skipped (install Go, see fixtures/kthena/go.mod)"; fi
+	  KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" && { sh ci/cluster/build.sh || [ $$? = 3 ]; } && \
+	  $(MAKE) --no-print-directory cluster-node-build cluster-node-test; \
+	else echo "make test: no Go on PATH: the kthena, llmd and cluster targets' tests are skipped (install Go, see" \
+	  "fixtures/kthena/go.mod)"; fi
 	@sh ci/smg/build.sh || echo "make test: the smg target's virtualenv could not be made (above): its tests are skipped"
 	@sh ci/dynamo/build.sh || echo "make test: the dynamo target's virtualenv could not be made (above): its tests are skipped"
-	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory cluster-node-build cluster-node-test; \
-	else echo "make test: no Go on PATH: the cluster node is not built, its tests are skipped (fixtures/cluster/node/go.mod)"; fi
 	KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" KVENGINE_FUZZ_DIR=$(BUILD)/fuzz $(KVENGINE) -j 2 \
 	  --junit $(BUILD)/junit.xml $(TEST_PATHS)
 
@@ -172,6 +175,13 @@ KTHENA_RUNTIME ?=
 kthena-build:
 	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" \
 	  sh ci/kthena/build.sh
+
+# The cluster target's control plane (ci/cluster/build.sh: needs Go):
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy,
+# kubectl and helm into build/cluster/bin, at the versions the go.mod files
+# of fixtures/cluster/{kube,etcd,helm} pin.
+cluster-build:
+	sh ci/cluster/build.sh
 
 # The router harness's own Go tests (against the pinned Kthena), and go vet.
 kthena-test:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages kvengine builds, tests and benchmarks with
-# (python3-venv: the dynamo target's virtualenv, ci/dynamo/build.sh, whose
-# packages come from PyPI through pip).
+# (python3-venv: the dynamo and smg targets' virtualenvs, whose packages come
+# from PyPI through pip; openssl and iproute2: the cluster target's
+# certificates and its bridge).
 # Safe to run again: apt-get skips what is already there. Uses sudo only when not root.
 set -euo pipefail
 
@@ -14,6 +15,7 @@ packages=(
   python3 python3-zmq python3-msgpack python3-venv
   libxml2-utils clang libclang-rt-14-dev clang-format cppcheck valgrind
   wrk hyperfine
+  openssl iproute2
 )
 
 sudo=()
