@@ -340,6 +340,12 @@ int kv_l_timeout(lua_State *L);
  */
 void kv_raise_fd_limit(void);
 
+/*
+ * Close every descriptor from first on: what a forked process does before
+ * it runs (or execs) a program that must not hold its parent's.
+ */
+void kv_close_from(int first);
+
 /* __kv.fd_limits() -> soft, hard: the open-file limits of this process. */
 int kv_l_fd_limits(lua_State *L);
 
