@@ -53,7 +53,6 @@ struct request {
 
 #define HEAD offsetof(struct request, file)
 
-static char worker_name[16]; /* a worker's name for ps and top: the parent's */
 
 /*
  * Fork a process whose parent is ours (CLONE_PARENT): fork()'s return
@@ -78,7 +77,7 @@ static pid_t fork_beside(void) {
  */
 static void become_worker(const struct kv_options *o, lua_State *L, const struct request *rq,
                           const int fds[NFDS]) {
-  prctl(PR_SET_NAME, worker_name);
+  prctl(PR_SET_NAME, "kv-worker"); /* its command line is the parent's: ps tells them so */
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
   int high[NFDS]; /* none of them may be a target of the dup2s below */
@@ -148,7 +147,6 @@ static int serve(const struct kv_options *o, int sock, pid_t parent) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent)
     return 0;
-  prctl(PR_GET_NAME, worker_name);
   prctl(PR_SET_NAME, "kv-forkserver");
   signal(SIGINT, SIG_IGN);
   signal(SIGTERM, SIG_IGN);
