@@ -22,9 +22,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stddef.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +52,6 @@ struct request {
 };
 
 #define HEAD offsetof(struct request, file)
-
 
 /*
  * Fork a process whose parent is ours (CLONE_PARENT): fork()'s return
@@ -104,8 +103,8 @@ static int receive(struct request *rq, int fds[NFDS]) {
     struct cmsghdr align;
   } u;
   struct iovec iov = {rq, sizeof *rq};
-  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                     .msg_controllen = sizeof u.buf};
+  struct msghdr m = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
   ssize_t n;
   do
     n = recvmsg(SERVER_FD, &m, MSG_CMSG_CLOEXEC);
@@ -157,7 +156,7 @@ static int serve(const struct kv_options *o, int sock, pid_t parent) {
     return 1;
   kv_close_from(SERVER_FD + 1);
   lua_State *L = kv_worker_warm(o);
-  struct request rq;
+  struct request rq = {0};
   int fds[NFDS], got;
   while ((got = receive(&rq, fds)) != 0) {
     if (got < 0) {
@@ -217,8 +216,8 @@ pid_t kv_forkserver_spawn(const char *file, int run, int last, const int fds[NFD
   memset(&u, 0, sizeof u);
   struct request head = {.run = run, .last = last};
   struct iovec iov[2] = {{&head, HEAD}, {(void *)file, len}};
-  struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2, .msg_control = u.buf,
-                     .msg_controllen = sizeof u.buf};
+  struct msghdr m = {
+      .msg_iov = iov, .msg_iovlen = 2, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
   struct cmsghdr *c = CMSG_FIRSTHDR(&m);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;

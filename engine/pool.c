@@ -4,12 +4,13 @@
  * Every file runs in a worker process of its own, at most -j at a time, so
  * a file that crashes the process costs only its own results.  The fork
  * server (forkserver.h), forked before anything else here, forks each
- * worker as a child of this process, which reaps it on SIGCHLD.  A worker writes report events as JSON lines on fd 3; its stdout
- * and stderr are captured too.  The parent hands each line, in arrival
- * order, to the reporters (engine/lua/report.lua), which draw one console,
- * one TAP stream and one JUnit file and total one closing line, and which
- * remove the artifacts folders of what passed once its worker is gone
- * (through fs.remove_tree).
+ * worker as a child of this process, which reaps it on SIGCHLD.  A worker
+ * writes report events as JSON lines on fd 3; its stdout and stderr are
+ * captured too.  The parent hands each line, in arrival order, to the
+ * reporters (engine/lua/report.lua), which draw one console, one TAP
+ * stream and one JUnit file and total one closing line, and which remove
+ * the artifacts folders of what passed once its worker is gone (through
+ * fs.remove_tree).
  */
 #include "pool.h"
 #include "forkserver.h"
@@ -236,7 +237,9 @@ static int spawn_worker(const char *file, int run, int last) {
   int pipes[3][2], made = 0;
   while (made < 3 && pipe2(pipes[made], O_CLOEXEC) == 0)
     made++;
-  pid_t pid = made < 3 ? -errno : kv_forkserver_spawn(file, run, last, (int[]){pipes[0][1], pipes[1][1], pipes[2][1]});
+  pid_t pid = made < 3 ? -errno
+                       : kv_forkserver_spawn(file, run, last,
+                                             (int[]){pipes[0][1], pipes[1][1], pipes[2][1]});
   if (pid < 0) {
     close_pipes(pipes, made);
     fprintf(stderr, "kvengine: cannot start a worker: %s\n", strerror(-pid));
