@@ -2,9 +2,9 @@
  * forkserver.c - the process that forks the parent's workers (forkserver.h).
  *
  * The parent and the server share a SOCK_SEQPACKET socket.  A request is
- * one message: the repetition (an int) and the file's path, with three
- * descriptors (the worker's stdout, stderr and fd 3) as SCM_RIGHTS; the
- * answer is one long, the worker's pid or -errno.  The server has nothing
+ * one message: its head (the repetition, and whether it is the last) and
+ * the file's path, with three descriptors (the worker's stdout, stderr and
+ * fd 3) as SCM_RIGHTS; the answer is one long, the worker's pid or -errno.  The server has nothing
  * else to do: it ignores SIGINT and SIGTERM (Ctrl-C and a group kill are
  * for the parent and the workers: the parent still asks nothing of it
  * then), and it ends when the parent closes the socket, or with it
