@@ -33,9 +33,9 @@ static uv_signal_t *watch_signal(struct kv_host *h, int signum) {
   return s;
 }
 
-void kv_host_open(struct kv_host *h) {
+void kv_host_open(struct kv_host *h, lua_State *L) {
   signal(SIGPIPE, SIG_IGN);
-  h->L = kv_state_new();
+  h->L = L ? L : kv_state_new();
   h->root = kv_scope_new();
   kv_scope_set_root(h->root);
   kv_sched_init(h->L);

@@ -15,11 +15,12 @@ struct kv_host {
 };
 
 /*
- * Fill h: a new Lua state (h->L), the root scope, the scheduler, and
+ * Fill h: the Lua state L (one from kv_state_new, which h takes over), or
+ * a new one when L is NULL, as h->L; the root scope, the scheduler, and
  * watchers that stop the loop on SIGINT and SIGTERM (h->signalled).  One
  * host per process at a time; kv_host_close undoes it all.
  */
-void kv_host_open(struct kv_host *h);
+void kv_host_open(struct kv_host *h, lua_State *L);
 
 /*
  * Start the function below nargs arguments on top of h->L as the main

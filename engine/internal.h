@@ -19,9 +19,13 @@
  *   state.c    a ready Lua state            core.c, coro.c, guard.c, modules.c
  *   host.c     one program on the loop      state.c and the layers below
  *
- * pool.c (the parent process) and main.c sit on top; options.c (the
- * command line), dialect.c, strict_options.c and buf.c (the bindings'
- * dialect), supervise.c and version.c call nothing of the engine.
+ *   worker.c   one file in a worker         host.c, state.c, options.c
+ *   forkserver.c  forks the workers         worker.c, limits.c
+ *
+ * pool.c (the parent process, which asks forkserver.c for its workers) and
+ * main.c sit on top; options.c (the command line), dialect.c,
+ * strict_options.c and buf.c (the bindings' dialect) and version.c call
+ * nothing of the engine, supervise.c only limits.c.
  */
 #ifndef KV_INTERNAL_H
 #define KV_INTERNAL_H
@@ -339,6 +343,12 @@ int kv_l_timeout(lua_State *L);
  * at start, before anything opens a descriptor.
  */
 void kv_raise_fd_limit(void);
+
+/*
+ * Close every descriptor from first on: what a forked process does before
+ * it runs (or execs) a program that must not hold its parent's.
+ */
+void kv_close_from(int first);
 
 /* __kv.fd_limits() -> soft, hard: the open-file limits of this process. */
 int kv_l_fd_limits(lua_State *L);

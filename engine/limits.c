@@ -1,5 +1,7 @@
 /*
- * limits.c - the process's open-file limit, raised once at start.
+ * limits.c - the process's open-file limit, raised once at start, and
+ * closing every descriptor from one on (a process forked or exec'd must
+ * not hold its parent's).
  *
  * A stack of many pods in one process holds thousands of descriptors (each
  * pod's listeners, ZMQ sockets and their connections), and the soft limit
@@ -14,6 +16,7 @@
 
 #include <assert.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 /*
  * Raise the soft RLIMIT_NOFILE to the hard one.  Best effort: a process
@@ -26,6 +29,15 @@ void kv_raise_fd_limit(void) {
     return;
   r.rlim_cur = r.rlim_max;
   (void)setrlimit(RLIMIT_NOFILE, &r);
+}
+
+void kv_close_from(int first) {
+  if (close_range((unsigned)first, ~0U, 0) == 0)
+    return;
+  struct rlimit r; /* a kernel without close_range: each one the limit allows */
+  rlim_t end = getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY ? r.rlim_cur : 1024;
+  for (rlim_t fd = (rlim_t)first; fd < end; fd++)
+    close((int)fd);
 }
 
 /* An rlim_t as a Lua integer: "unlimited" as math.maxinteger. */

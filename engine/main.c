@@ -6,7 +6,8 @@
  *   kvengine version               versions of the engine and its libraries
  *   kvengine COMMAND [ARG...]      a command a fixture library registered
  *                                  (commands.h): the engine names none
- *   kvengine __worker [options] FILE   one file (internal: the parent's child)
+ *   kvengine __worker [options] FILE   one file in this process (internal: the
+ *                                  parent forks its workers: worker.h)
  *   kvengine __supervise ...       a child's supervisor (internal: supervise.h)
  */
 #include "commands.h"
@@ -15,14 +16,12 @@
 #include "options.h"
 #include "pool.h"
 #include "supervise.h"
+#include "worker.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
@@ -31,64 +30,18 @@ void kv_print_versions(lua_State *L);
 
 static void export_engine_path(void) { setenv("KVENGINE_BIN", kv_exe_path(), 1); }
 
-/*
- * A worker dies with its parent, SIGKILL included: SIGTERM then ends the
- * file the orderly way (every child stopped).  The parent holds the only
- * read end of the event pipe, so a pipe already broken means the parent
- * died before the death signal was set.
- */
-static int follow_parent(void) {
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
-  struct pollfd events = {.fd = 3, .events = 0};
-  return poll(&events, 1, 0) == 1 && (events.revents & POLLERR) ? -1 : 0;
-}
-
-/* Run one test file; report events go to fd 3 when the parent opened it. */
+/* `kvengine __worker [options] FILE`: one file in this process. */
 static int worker_main(int argc, char **argv) {
   struct kv_options o;
   if (kv_options_parse(&o, argc, argv) || o.npaths != 1)
     return 2;
-  if (fcntl(3, F_GETFD) != -1) {
-    if (follow_parent() < 0)
-      return 3;
-    kv_set_event_fd(3);
-  }
-  if (o.target)
-    setenv("KVENGINE_TARGET", o.target, 1);
-  struct kv_host h;
-  kv_host_open(&h);
-  lua_State *L = h.L;
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "runner");
-  lua_call(L, 1, 1);
-  lua_getfield(L, -1, "run_file");
-  lua_remove(L, -2);
-  kv_options_push(L, &o);
-  lua_pushstring(L, o.paths[0]);
-  lua_setfield(L, -2, "file");
-  kv_host_start(&h, 1);
-  int code = 3;
-  if (kv_host_run(&h, 1) < 0) {
-    fputs("kvengine: the runner waits on nothing: an engine bug\n", stderr);
-  } else if (h.signalled) {
-    code = 128 + h.signalled;
-  } else {
-    int base = lua_gettop(L);
-    kv_host_outcome(&h);
-    if (lua_toboolean(L, base + 1))
-      code = (int)luaL_optinteger(L, base + 2, 0);
-    else
-      fprintf(stderr, "kvengine: runner failed: %s\n", luaL_tolstring(L, base + 3, NULL));
-    lua_settop(L, base);
-  }
-  kv_host_close(&h);
-  return code;
+  return kv_worker_run(&o, o.paths[0], NULL);
 }
 
 /* Run script with args[0..nargs) on the loop; `arg` holds them, as in lua(1). */
 static int serve_script(const char *script, int nargs, char **args) {
   struct kv_host h;
-  kv_host_open(&h);
+  kv_host_open(&h, NULL);
   lua_State *L = h.L;
   lua_createtable(L, nargs, 1);
   lua_pushstring(L, script);

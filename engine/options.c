@@ -29,9 +29,9 @@ enum kind {
 static int check_target(const char *source, const char *name);
 
 /*
- * One row per option: the parser (getopt_long's table is made from it),
- * kv_options_push and kv_options_forward all read this table, so an option
- * is added in one place.
+ * One row per option: the parser (getopt_long's table is made from it)
+ * and kv_options_push both read this table, so an option is added in one
+ * place.
  */
 struct row {
   const char *flag; /* "--name" */
@@ -39,7 +39,6 @@ struct row {
   enum kind kind;
   size_t field;    /* offsetof the field in struct kv_options */
   const char *key; /* the field's key in kv_options_push's table (NULL: no field) */
-  int forward;     /* a worker gets it too (kv_options_forward) */
   double min, max; /* K_INT, K_LONG, K_NUMBER */
   int set;         /* K_SET */
   int (*check)(const char *source, const char *value); /* a K_STRING's further check */
@@ -49,29 +48,29 @@ struct row {
 #define FIELD(name) offsetof(struct kv_options, name), #name
 
 static const struct row rows[] = {
-    /* flag, short, kind, field and key, forward, min, max, set, check */
-    {"--jobs", 'j', K_INT, FIELD(jobs), 0, 1, INT_MAX, 0, NULL},
-    {"--filter", 0, K_STRING, FIELD(filter), 1, 0, 0, 0, NULL},
-    {"--tags", 0, K_LIST, FIELD(tags), 1, 0, 0, 0, NULL},
-    {"--exclude-tags", 0, K_LIST, FIELD(exclude_tags), 1, 0, 0, 0, NULL},
-    {"--list", 0, K_FLAG, FIELD(list), 1, 0, 0, 0, NULL},
-    {"--tap", 0, K_FLAG, FIELD(tap), 0, 0, 0, 0, NULL},
-    {"--junit", 0, K_STRING, FIELD(junit), 0, 0, 0, 0, NULL},
-    {"--html", 0, K_STRING, FIELD(html), 0, 0, 0, 0, NULL},
-    {"--reports", 0, K_STRING, FIELD(reports), 0, 0, 0, 0, NULL},
-    {"--seed", 0, K_LONG, FIELD(seed), 1, 1, 2147483647, 0, NULL},
-    {"--timeout", 0, K_NUMBER, FIELD(timeout), 1, 0.001, HUGE_VAL, 0, NULL},
-    {"--file-timeout", 0, K_NUMBER, FIELD(file_timeout), 1, 0.001, HUGE_VAL, 0, NULL},
-    {"--artifacts", 0, K_STRING, FIELD(artifacts), 1, 0, 0, 0, NULL},
-    {"--keep-artifacts", 0, K_FLAG, FIELD(keep_artifacts), 0, 0, 0, 0, NULL},
-    {"--repeat", 0, K_INT, FIELD(repeat), 0, 1, INT_MAX, 0, NULL},
-    {"--fail-fast", 0, K_FLAG, FIELD(fail_fast), 1, 0, 0, 0, NULL},
-    {"--target", 0, K_STRING, FIELD(target), 1, 0, 0, 0, check_target},
-    {"--verbose", 'v', K_FLAG, FIELD(verbose), 1, 0, 0, 0, NULL},
-    {"--color", 0, K_SET, FIELD(color), 0, 0, 0, 1, NULL},
-    {"--no-color", 0, K_SET, FIELD(color), 0, 0, 0, 0, NULL},
-    {"--run", 0, K_INT, FIELD(run), 0, 1, INT_MAX, 0, NULL},
-    {"--help", 'h', K_HELP, 0, NULL, 0, 0, 0, 0, NULL},
+    /* flag, short, kind, field and key, min, max, set, check */
+    {"--jobs", 'j', K_INT, FIELD(jobs), 1, INT_MAX, 0, NULL},
+    {"--filter", 0, K_STRING, FIELD(filter), 0, 0, 0, NULL},
+    {"--tags", 0, K_LIST, FIELD(tags), 0, 0, 0, NULL},
+    {"--exclude-tags", 0, K_LIST, FIELD(exclude_tags), 0, 0, 0, NULL},
+    {"--list", 0, K_FLAG, FIELD(list), 0, 0, 0, NULL},
+    {"--tap", 0, K_FLAG, FIELD(tap), 0, 0, 0, NULL},
+    {"--junit", 0, K_STRING, FIELD(junit), 0, 0, 0, NULL},
+    {"--html", 0, K_STRING, FIELD(html), 0, 0, 0, NULL},
+    {"--reports", 0, K_STRING, FIELD(reports), 0, 0, 0, NULL},
+    {"--seed", 0, K_LONG, FIELD(seed), 1, 2147483647, 0, NULL},
+    {"--timeout", 0, K_NUMBER, FIELD(timeout), 0.001, HUGE_VAL, 0, NULL},
+    {"--file-timeout", 0, K_NUMBER, FIELD(file_timeout), 0.001, HUGE_VAL, 0, NULL},
+    {"--artifacts", 0, K_STRING, FIELD(artifacts), 0, 0, 0, NULL},
+    {"--keep-artifacts", 0, K_FLAG, FIELD(keep_artifacts), 0, 0, 0, NULL},
+    {"--repeat", 0, K_INT, FIELD(repeat), 1, INT_MAX, 0, NULL},
+    {"--fail-fast", 0, K_FLAG, FIELD(fail_fast), 0, 0, 0, NULL},
+    {"--target", 0, K_STRING, FIELD(target), 0, 0, 0, check_target},
+    {"--verbose", 'v', K_FLAG, FIELD(verbose), 0, 0, 0, NULL},
+    {"--color", 0, K_SET, FIELD(color), 0, 0, 1, NULL},
+    {"--no-color", 0, K_SET, FIELD(color), 0, 0, 0, NULL},
+    {"--run", 0, K_INT, FIELD(run), 1, INT_MAX, 0, NULL},
+    {"--help", 'h', K_HELP, 0, NULL, 0, 0, 0, NULL},
 };
 
 enum { NROWS = sizeof rows / sizeof rows[0], ROW_VAL = 256 /* getopt_long's val of rows[0] */ };
@@ -317,39 +316,4 @@ void kv_options_push(lua_State *L, const struct kv_options *o) {
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "command");
-}
-
-/*
- * Appends the rows marked forward, at most two entries each (22 in all): a
- * number always, a string when set, a flag when given.  The numbers' text
- * lives in static buffers, which is fine: the argv is used at once, by one
- * spawn at a time.
- */
-void kv_options_forward(const struct kv_options *o, char **argv, int *argc) {
-  static char numbers[NROWS][32];
-  for (size_t i = 0; i < NROWS; i++) {
-    const struct row *r = &rows[i];
-    const void *field = (const char *)o + r->field;
-    const char *value = NULL;
-    if (!r->forward)
-      continue;
-    if (r->kind == K_FLAG) {
-      if (*(const int *)field)
-        argv[(*argc)++] = (char *)r->flag;
-      continue;
-    }
-    if (r->kind == K_LONG) {
-      snprintf(numbers[i], sizeof numbers[i], "%ld", *(const long *)field);
-      value = numbers[i];
-    } else if (r->kind == K_NUMBER) {
-      snprintf(numbers[i], sizeof numbers[i], "%.17g", *(const double *)field);
-      value = numbers[i];
-    } else {
-      value = *(const char *const *)field;
-    }
-    if (value) {
-      argv[(*argc)++] = (char *)r->flag;
-      argv[(*argc)++] = (char *)value;
-    }
-  }
 }

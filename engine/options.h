@@ -40,9 +40,6 @@ int kv_options_parse(struct kv_options *o, int argc, char **argv);
 /* Push o as a Lua table (the shape the runner and reporters read). */
 void kv_options_push(lua_State *L, const struct kv_options *o);
 
-/* Append to argv (growing *argc) the options a worker needs to run a file. */
-void kv_options_forward(const struct kv_options *o, char **argv, int *argc);
-
 /* Print the usage text, every option with what it does, on stdout. */
 void kv_usage(void);
 

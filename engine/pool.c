@@ -1,25 +1,30 @@
 /*
  * pool.c - the parent process: files to worker processes, events to reporters.
  *
- * Every file runs in a worker of its own (`kvengine __worker ... FILE`), at
- * most -j at a time, so a file that crashes the process costs only its own
- * results.  A worker writes report events as JSON lines on fd 3; its stdout
- * and stderr are captured too.  The parent hands each line, in arrival
- * order, to the reporters (engine/lua/report.lua), which draw one console,
- * one TAP stream and one JUnit file and total one closing line, and which
- * remove the artifacts folders of what passed once its worker is gone
- * (through fs.remove_tree).
+ * Every file runs in a worker process of its own, at most -j at a time, so
+ * a file that crashes the process costs only its own results.  The fork
+ * server (forkserver.h), forked before anything else here, forks each
+ * worker as a child of this process, which reaps it on SIGCHLD.  A worker
+ * writes report events as JSON lines on fd 3; its stdout and stderr are
+ * captured too.  The parent hands each line, in arrival order, to the
+ * reporters (engine/lua/report.lua), which draw one console, one TAP
+ * stream and one JUnit file and total one closing line, and which remove
+ * the artifacts folders of what passed once its worker is gone (through
+ * fs.remove_tree).
  */
 #include "pool.h"
+#include "forkserver.h"
 #include "internal.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,7 +42,7 @@ struct pipe_in {
 };
 
 struct worker {
-  uv_process_t proc;
+  pid_t pid;
   struct pipe_in out, err, ev;
   uv_timer_t hang;
   const char *file;
@@ -182,12 +187,11 @@ static void maybe_finish(struct worker *w) {
   launch_next();
 }
 
-static void worker_exited(uv_process_t *proc, int64_t status, int term_signal) {
-  struct worker *w = proc->data;
+/* The worker was reaped with wait status st. */
+static void worker_exited(struct worker *w, int st) {
   w->exited = 1;
-  w->status = status;
-  w->term_signal = term_signal;
-  uv_close((uv_handle_t *)proc, worker_closed);
+  w->status = WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+  w->term_signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
   /* A descendant that kept the pipes open must not hold the run forever. */
   kv_timer_start(&w->hang, on_hang, PIPE_GRACE_MS);
   maybe_finish(w);
@@ -196,7 +200,7 @@ static void worker_exited(uv_process_t *proc, int64_t status, int term_signal) {
 static void on_hang(uv_timer_t *t) {
   struct worker *w = t->data;
   if (!w->exited) {
-    uv_process_kill(&w->proc, SIGKILL);
+    kill(w->pid, SIGKILL);
     return;
   }
   for (struct pipe_in *p = &w->out; p <= &w->ev; p++)
@@ -205,59 +209,57 @@ static void on_hang(uv_timer_t *t) {
   maybe_finish(w);
 }
 
-static void pipe_open(struct worker *w, struct pipe_in *p, int events) {
+/* Read fd, a pipe's read end, as one of w's streams. */
+static void pipe_open(struct worker *w, struct pipe_in *p, int fd, int events) {
   uv_pipe_init(kv_loop(), &p->pipe, 0);
+  uv_pipe_open(&p->pipe, fd);
   p->pipe.data = w;
   p->w = w;
   p->events = events;
   w->open++;
   w->pipes_open++;
+  uv_read_start((uv_stream_t *)p, on_alloc, on_read);
 }
 
-static int spawn_worker(const char *file, int run) {
+static void close_pipes(int pipes[][2], int n) {
+  for (int i = 0; i < n; i++) {
+    close(pipes[i][0]);
+    close(pipes[i][1]);
+  }
+}
+
+/*
+ * A worker for file's run-th repetition, its stdout, stderr and fd 3
+ * pipes to this process; last: no worker follows it.  Returns 0, or -1
+ * with the reason printed.
+ */
+static int spawn_worker(const char *file, int run, int last) {
+  int pipes[3][2], made = 0;
+  while (made < 3 && pipe2(pipes[made], O_CLOEXEC) == 0)
+    made++;
+  pid_t pid = made < 3 ? -errno
+                       : kv_forkserver_spawn(file, run, last,
+                                             (int[]){pipes[0][1], pipes[1][1], pipes[2][1]});
+  if (pid < 0) {
+    close_pipes(pipes, made);
+    fprintf(stderr, "kvengine: cannot start a worker: %s\n", strerror(-pid));
+    return -1;
+  }
   struct worker *w = calloc(1, sizeof *w);
   if (!w)
     abort();
   w->file = file;
   w->run = run;
-  pipe_open(w, &w->out, 0);
-  pipe_open(w, &w->err, 0);
-  pipe_open(w, &w->ev, 1);
-  char *argv[40];
-  int argc = 0;
-  char *exe = (char *)kv_exe_path(), runbuf[16];
-  snprintf(runbuf, sizeof runbuf, "%d", run);
-  argv[argc++] = exe;
-  argv[argc++] = "__worker";
-  kv_options_forward(pool.o, argv, &argc);
-  argv[argc++] = "--run";
-  argv[argc++] = runbuf;
-  argv[argc++] = "--";
-  argv[argc++] = (char *)file;
-  argv[argc] = NULL;
-  uv_stdio_container_t stdio[4] = {
-      {.flags = UV_IGNORE},
-      {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&w->out},
-      {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&w->err},
-      {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&w->ev},
-  };
-  uv_process_options_t po = {
-      .exit_cb = worker_exited, .file = exe, .args = argv, .stdio_count = 4, .stdio = stdio};
-  w->proc.data = w;
-  int rc = uv_spawn(kv_loop(), &w->proc, &po);
-  if (rc) {
-    fprintf(stderr, "kvengine: cannot start a worker: %s\n", uv_strerror(rc));
-    for (struct pipe_in *p = &w->out; p <= &w->ev; p++)
-      uv_close((uv_handle_t *)p, worker_closed);
-    return -1;
+  w->pid = pid;
+  struct pipe_in *streams[3] = {&w->out, &w->err, &w->ev};
+  for (int i = 0; i < 3; i++) {
+    close(pipes[i][1]);
+    pipe_open(w, streams[i], pipes[i][0], i == 2);
   }
-  w->open += 2; /* process and hang timer */
+  w->open++; /* the hang timer */
   uv_timer_init(kv_loop(), &w->hang);
   w->hang.data = w;
   kv_timer_start(&w->hang, on_hang, (uint64_t)((pool.o->file_timeout + HANG_GRACE_S) * 1000));
-  uv_read_start((uv_stream_t *)&w->out, on_alloc, on_read);
-  uv_read_start((uv_stream_t *)&w->err, on_alloc, on_read);
-  uv_read_start((uv_stream_t *)&w->ev, on_alloc, on_read);
   for (int i = 0; i < pool.o->jobs; i++) {
     if (!pool.workers[i]) {
       pool.workers[i] = w;
@@ -268,23 +270,38 @@ static int spawn_worker(const char *file, int run) {
   return 0;
 }
 
+/* SIGCHLD: reap the workers that ended (and only them: other children are not ours to wait for). */
+static void on_child(uv_signal_t *s, int signum) {
+  (void)s;
+  (void)signum;
+  for (int i = 0; i < pool.o->jobs; i++) {
+    struct worker *w = pool.workers[i];
+    int st;
+    if (w && !w->exited && waitpid(w->pid, &st, WNOHANG) == w->pid)
+      worker_exited(w, st);
+  }
+}
+
 static void launch_next(void) {
   size_t total = pool.nfiles * (size_t)pool.o->repeat;
   while (!pool.stopping && pool.running < pool.o->jobs && pool.next < total) {
     size_t job = pool.next++;
     const char *file = pool.files[pool.order[job % pool.nfiles]];
-    if (spawn_worker(file, (int)(job / pool.nfiles) + 1) < 0) {
+    if (spawn_worker(file, (int)(job / pool.nfiles) + 1, pool.next == total) < 0) {
       pool.stopping = 1;
       pool.broken = 1;
     }
   }
+  /* Nothing more to start: the server may go while the workers run. */
+  if (pool.stopping || pool.next == total)
+    kv_forkserver_close();
 }
 
 static void stop_all(int sig) {
   pool.stopping = 1;
   for (int i = 0; i < pool.o->jobs; i++)
     if (pool.workers[i] && !pool.workers[i]->exited)
-      uv_process_kill(&pool.workers[i]->proc, sig);
+      kill(pool.workers[i]->pid, sig);
 }
 
 static void on_signal(uv_signal_t *s, int signum) {
@@ -472,36 +489,28 @@ static int reporters_start(void) {
   return 0;
 }
 
-int kv_pool_main(struct kv_options *o) {
-  pool.o = o;
-  signal(SIGPIPE, SIG_IGN);
-  for (int i = 0; i < o->npaths; i++)
-    if (expand(o->paths[i]) < 0)
-      return 2;
-  if (!pool.nfiles) {
-    fputs("kvengine: no test files found\n", stderr);
-    return 2;
-  }
-  if (!o->seed)
-    o->seed = pick_seed();
+/*
+ * The run once the server is up: the parent's Lua state and its checks,
+ * the reporters, the loop until every worker ended.  Returns the exit
+ * status.
+ */
+static int run_files(struct kv_options *o) {
   pool.L = kv_state_new();
   if (call_lua("time_scale", "read", NULL) < 0)
     return 2;
   lua_pop(pool.L, 1);
-  if (o->target)
-    setenv("KVENGINE_TARGET", o->target, 1);
   if (cap_jobs(o) < 0)
     return 3;
   pool.workers = calloc((size_t)o->jobs + 1, sizeof *pool.workers);
   if (reporters_start() < 0 || plan_order() < 0)
     return 2;
-  uv_signal_t sigint, sigterm;
-  uv_signal_init(kv_loop(), &sigint);
-  uv_signal_init(kv_loop(), &sigterm);
-  uv_signal_start(&sigint, on_signal, SIGINT);
-  uv_signal_start(&sigterm, on_signal, SIGTERM);
-  uv_unref((uv_handle_t *)&sigint);
-  uv_unref((uv_handle_t *)&sigterm);
+  uv_signal_t signals[3];
+  const int signums[3] = {SIGINT, SIGTERM, SIGCHLD};
+  for (int i = 0; i < 3; i++) {
+    uv_signal_init(kv_loop(), &signals[i]);
+    uv_signal_start(&signals[i], signums[i] == SIGCHLD ? on_child : on_signal, signums[i]);
+    uv_unref((uv_handle_t *)&signals[i]);
+  }
   launch_next();
   uv_run(kv_loop(), UV_RUN_DEFAULT);
   lua_pushinteger(pool.L, pool.interrupted);
@@ -513,11 +522,36 @@ int kv_pool_main(struct kv_options *o) {
     code = 3;
   else if (pool.interrupted)
     code = 128 + pool.interrupted;
-  uv_close((uv_handle_t *)&sigint, NULL);
-  uv_close((uv_handle_t *)&sigterm, NULL);
+  for (int i = 0; i < 3; i++)
+    uv_close((uv_handle_t *)&signals[i], NULL);
   uv_run(kv_loop(), UV_RUN_DEFAULT);
   lua_close(pool.L);
   uv_loop_close(kv_loop());
+  return code;
+}
+
+int kv_pool_main(struct kv_options *o) {
+  pool.o = o;
+  signal(SIGPIPE, SIG_IGN);
+  for (int i = 0; i < o->npaths; i++)
+    if (expand(o->paths[i]) < 0)
+      return 2;
+  if (!pool.nfiles) {
+    fputs("kvengine: no test files found\n", stderr);
+    return 2;
+  }
+  /* What the workers take from the server: settled before it is forked. */
+  if (!o->seed)
+    o->seed = pick_seed();
+  if (o->target)
+    setenv("KVENGINE_TARGET", o->target, 1);
+  int rc = kv_forkserver_start(o);
+  if (rc < 0) {
+    fprintf(stderr, "kvengine: cannot start the fork server: %s\n", strerror(-rc));
+    return 3;
+  }
+  int code = run_files(o);
+  kv_forkserver_stop();
   for (size_t i = 0; i < pool.nfiles; i++)
     free(pool.files[i]);
   free(pool.files);

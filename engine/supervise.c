@@ -33,6 +33,7 @@
  * The supervisor allocates nothing and runs no event loop of the engine.
  */
 #include "supervise.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -396,9 +397,7 @@ static int setup(sup *s) {
   if (fcntl(CTL_FD, F_SETFD, FD_CLOEXEC) < 0)
     return usage("no control socket on fd 3"), -1;
   /* Only stdio and the control socket go on: the engine's other fds are not ours. */
-  if (close_range(CTL_FD + 1, ~0U, 0) < 0)
-    for (int fd = CTL_FD + 1; fd < 1024; fd++)
-      close(fd);
+  kv_close_from(CTL_FD + 1);
   sigset_t all;
   sigfillset(&all);
   sigprocmask(SIG_BLOCK, &all, NULL);
