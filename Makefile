@@ -5,6 +5,7 @@
 #   make e2e-kvcache  the KV-cache routing suite, with a JUnit file and an HTML report
 #   make e2e-kvcache-kthena  the suite on Kthena's real router and sim, no cluster (docs/targets.md)
 #   make e2e-kvcache-kind  the suite on a Kind cluster with the real Kthena (docs/kind.md)
+#   make cluster-build  the cluster target's control plane and helm, from Go modules (docs/cluster.md)
 #   make asan         the tests under ASan/UBSan (build-asan/kvengine)
 #   make lint         clang-format check, cppcheck, actionlint over .github/workflows
 #   make types        the editor types (types/) against the running engine
@@ -62,6 +63,7 @@ TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
 .PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind asan \
+  cluster-build \
   valgrind lint types bench scale-scenarios install deps clean soak mutation html-check
 
 all: $(KVENGINE) $(MODULE_SO)
@@ -129,8 +131,10 @@ deps:
 
 FUZZ_TARGETS = $(BUILD)/fuzz/fuzz_events $(BUILD)/fuzz/fuzz_http
 
-# With Go on PATH the kthena target's programs are built first, so its tests
-# run (fixtures/tests/kthena_*.lua); without Go they are skipped, saying why.
+# With Go on PATH the kthena target's programs and the cluster target's
+# control plane are built first, so their tests run (fixtures/tests/kthena_*.lua,
+# cluster_*.lua); without Go they are skipped, saying why, and so are the
+# cluster's when its build could not reach the module proxy (exit 3).
 # -j 2, not the default 4 per core: besides the scenarios, the tests time
 # their own stacks and fakes (fixtures/tests/kvcache.lua's start in about a
 # second, stack_kind.lua's namespace still terminating), and 8 workers on 2
@@ -138,8 +142,9 @@ FUZZ_TARGETS = $(BUILD)/fuzz/fuzz_events $(BUILD)/fuzz/fuzz_http
 test: deps
 	@$(MAKE) --no-print-directory all $(FUZZ_TARGETS)
 	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build kthena-test \
-	  KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)"; \
-	else echo "make test: no Go on PATH: the kthena target's tests are skipped (install Go, see fixtures/kthena/go.mod)"; fi
+	  KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" && { sh ci/cluster/build.sh || [ $$? = 3 ]; }; \
+	else echo "make test: no Go on PATH: the kthena and cluster targets' tests are skipped (install Go, see" \
+	  "fixtures/kthena/go.mod)"; fi
 	KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" KVENGINE_FUZZ_DIR=$(BUILD)/fuzz $(KVENGINE) -j 2 \
 	  --junit $(BUILD)/junit.xml $(TEST_PATHS)
 
@@ -160,6 +165,13 @@ KTHENA_RUNTIME ?=
 kthena-build:
 	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" \
 	  sh ci/kthena/build.sh
+
+# The cluster target's control plane (ci/cluster/build.sh: needs Go):
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy,
+# kubectl and helm into build/cluster/bin, at the versions the go.mod files
+# of fixtures/cluster/{kube,etcd,helm} pin.
+cluster-build:
+	sh ci/cluster/build.sh
 
 # The router harness's own Go tests (against the pinned Kthena), and go vet.
 kthena-test:

@@ -358,6 +358,34 @@ static int add_headers(lua_State *L, int t, hc_xfer *x) {
   return has_type;
 }
 
+static const char *const tls_keys[] = {"ca", "cert", "key", NULL};
+
+/*
+ * tls = {ca=, cert=, key=}: the PEM files an https:// request trusts (ca,
+ * instead of the system's store) and presents (a client certificate and its
+ * key), for servers of a test's own CA such as a Kubernetes API server.
+ * curl copies the strings.
+ */
+static void set_tls(lua_State *L, int t, CURL *e) {
+  if (lua_getfield(L, t, "tls") == LUA_TNIL) {
+    lua_pop(L, 1);
+    return;
+  }
+  if (!lua_istable(L, -1))
+    luaL_error(L, "http: tls must be a table {ca=, cert=, key=}");
+  kv_check_options(L, lua_gettop(L), "http: tls", tls_keys);
+  static const CURLoption opts[] = {CURLOPT_CAINFO, CURLOPT_SSLCERT, CURLOPT_SSLKEY};
+  for (int i = 0; tls_keys[i]; i++) {
+    int ty = lua_getfield(L, -1, tls_keys[i]);
+    if (ty != LUA_TNIL && ty != LUA_TSTRING)
+      luaL_error(L, "http: tls.%s must be a file name", tls_keys[i]);
+    if (ty == LUA_TSTRING)
+      curl_easy_setopt(e, opts[i], lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+}
+
 /* Push the body to send (nil if none); json= is encoded and typed. */
 static void push_body(lua_State *L, int t, hc_xfer *x, int has_type) {
   if (lua_getfield(L, t, "json") != LUA_TNIL) {
@@ -414,6 +442,7 @@ static void xfer_setup(lua_State *L, hc_xfer *x, int t) {
     if (st != LUA_TNIL && st != LUA_TFUNCTION)
       luaL_error(L, "http: stream must be a function");
     x->stream = st == LUA_TFUNCTION;
+    set_tls(L, t, e);
     int has_type = add_headers(L, t, x);
     push_body(L, t, x, has_type);
   }
@@ -690,11 +719,11 @@ static int call_run(lua_State *L, int concurrency, lua_KFunction k) {
 /* ------------------------------------------------------------ Lua surface */
 
 /* What a request spec may hold (http.request's table, each of http.batch's). */
-static const char *const request_keys[] = {"method", "url",     "headers", "body",
-                                           "json",   "timeout", "stream",  NULL};
-static const char *const get_keys[] = {"headers", "body", "json", "timeout", "stream", NULL};
+static const char *const request_keys[] = {"method",  "url",    "headers", "body", "json",
+                                           "timeout", "stream", "tls",     NULL};
+static const char *const get_keys[] = {"headers", "body", "json", "timeout", "stream", "tls", NULL};
 static const char *const post_keys[] = {"method",  "headers", "body", "json",
-                                        "timeout", "stream",  NULL};
+                                        "timeout", "stream",  "tls",  NULL};
 static const char *const batch_keys[] = {"concurrency", "summary", NULL};
 
 const kv_option_keys kvh_client_options[] = {{"request", request_keys},

@@ -872,9 +872,11 @@ int kvh_batch_summary(lua_State *L, int conc) {
     }
     if (lua_istable(L, -1)) {
       int stream = lua_getfield(L, -1, "stream") != LUA_TNIL;
-      lua_pop(L, 1);
-      if (stream)
-        return luaL_error(L, "%s: summary mode does not stream (request %d)", who, i);
+      int tls = lua_getfield(L, -2, "tls") != LUA_TNIL;
+      lua_pop(L, 2);
+      if (stream || tls)
+        return luaL_error(L, "%s: summary mode does not %s (request %d)", who,
+                          stream ? "stream" : "speak TLS", i);
     }
     r->order[i - 1] = encode_request(L, r, lua_gettop(L), who);
     lua_pop(L, 1);

@@ -11,6 +11,7 @@
 ---@field json? any  sent encoded, with Content-Type: application/json
 ---@field timeout? number  seconds for the whole transfer; default 30 times engine.time_scale(); 0 polls
 ---@field stream? fun(chunk: string, head: {status: integer, headers: table<string, string>})  the body as it arrives
+---@field tls? http.tls  https:// to a server of the test's own CA, with a client certificate
 
 ---The options of http.get(url, opts).
 ---@class http.options.get
@@ -19,6 +20,7 @@
 ---@field json? any
 ---@field timeout? number
 ---@field stream? fun(chunk: string, head: {status: integer, headers: table<string, string>})
+---@field tls? http.tls
 
 ---The options of http.post(url, body_or_opts).
 ---@class http.options.post
@@ -28,6 +30,13 @@
 ---@field json? any
 ---@field timeout? number
 ---@field stream? fun(chunk: string, head: {status: integer, headers: table<string, string>})
+---@field tls? http.tls
+
+---PEM files for an https:// request (http.request's tls).
+---@class http.tls
+---@field ca? string  the CA certificates to trust instead of the system's store
+---@field cert? string  a client certificate to present
+---@field key? string  its private key
 
 ---The options of http.batch(requests, opts).
 ---@class http.options.batch

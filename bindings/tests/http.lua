@@ -721,3 +721,68 @@ test("a stream function sees the status and headers before the first chunk", fun
   expect(heads[1].status):eq(201, "the status, with the first chunk")
   expect(heads[1].headers["x-inference-pod"]):eq("pod-a", "headers arrive before the body")
 end)
+
+-- An HTTPS peer that requires a client certificate of the CA argv[2] and
+-- answers with the certificate's CN: a server of a test's own CA, as a
+-- Kubernetes API server is.
+local PY_TLS_SERVER = [[
+import http.server, ssl, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        cn = dict(x[0] for x in self.connection.getpeercert()["subject"])["commonName"]
+        body = cn.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1] + "/server.crt", sys.argv[1] + "/server.key")
+ctx.verify_mode = ssl.CERT_REQUIRED
+ctx.load_verify_locations(sys.argv[1] + "/ca.crt")
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+print("port", srv.server_address[1], flush=True)
+srv.serve_forever()
+]]
+
+-- A CA, a serving certificate for 127.0.0.1 and a client certificate
+-- (CN "tester") in dir, made by openssl.
+local function make_certs(dir)
+  local function req(name, extra)
+    local argv = { "openssl", "req", "-x509", "-config", "/dev/null", "-newkey", "ec", "-pkeyopt",
+      "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-keyout", dir .. "/" .. name .. ".key",
+      "-out", dir .. "/" .. name .. ".crt" }
+    for _, a in ipairs(extra) do argv[#argv + 1] = a end
+    local code, out, err = proc.run { argv = argv, timeout = 20 }
+    if code == nil then skip("openssl is not installed: " .. tostring(out)) end
+    expect(code):eq(0, "openssl failed: " .. tostring(err))
+  end
+  local signed = { "-CA", dir .. "/ca.crt", "-CAkey", dir .. "/ca.key", "-addext", "basicConstraints=CA:FALSE" }
+  req("ca", { "-subj", "/CN=test-ca", "-addext", "basicConstraints=critical,CA:TRUE" })
+  req("server", { "-subj", "/CN=server", "-addext", "subjectAltName=IP:127.0.0.1", table.unpack(signed) })
+  req("client", { "-subj", "/CN=tester", table.unpack(signed) })
+end
+
+test("tls: a server of a test's own CA, with a client certificate", function()
+  need_python()
+  local dir = fs.tmpdir()
+  make_certs(dir)
+  local p <close>, port = python_server { PY, "-c", PY_TLS_SERVER, dir }
+  local url = "https://127.0.0.1:" .. port .. "/"
+  local tls = { ca = dir .. "/ca.crt", cert = dir .. "/client.crt", key = dir .. "/client.key" }
+  local r = assert(http.get(url, { tls = tls }))
+  expect(r.status):eq(200)
+  expect(r.body):eq("tester", "the server saw the client certificate")
+  expect(assert(http.request { url = url, tls = tls }).body):eq("tester")
+  local _, err = http.get(url, { tls = { cert = tls.cert, key = tls.key } })
+  expect(err):matches("certificate", "without ca the system's store does not trust the test CA")
+  local none, err2 = http.get(url, { tls = { ca = tls.ca } })
+  expect(none):is_nil("no client certificate: " .. tostring(err2))
+  expect(function() http.get(url, { tls = { cafile = tls.ca } }) end):raises("unknown option `cafile`")
+  expect(function() http.get(url, { tls = tls.ca }) end):raises("tls must be a table")
+  expect(function() http.batch({ { url = url, tls = tls } }, { summary = true }) end)
+    :raises("summary mode does not speak TLS")
+  fs.remove_tree(dir)
+end)

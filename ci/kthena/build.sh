@@ -25,10 +25,10 @@
 # KTHENA_OUT=DIR builds into DIR instead (a second build beside the usual
 # one; the driver finds it through KVENGINE_KTHENA_BIN=DIR).
 #
-# Go comes from PATH (GOTOOLCHAIN=local: never a downloaded toolchain);
-# the default module and build caches are reused between runs. Nothing is
-# rebuilt when the sources, the Kthena source and the settings are as at
-# the last build (build/kthena/stamp).
+# Go comes from PATH (GOTOOLCHAIN=local: never a downloaded toolchain;
+# ci/gobuild.sh); the default module and build caches are reused between
+# runs. Nothing is rebuilt when the sources, the Kthena source and the
+# settings are as at the last build (build/kthena/stamp).
 #
 #   ci/kthena/build.sh          build what is out of date
 #   ci/kthena/build.sh --check  exit 0 when up to date, 4 when not
@@ -42,26 +42,12 @@ repo=$(CDPATH="" cd -- "$(dirname -- "$0")/../.." && pwd)
 out=${KTHENA_OUT:-"$repo/build/kthena"}
 harness_src="$repo/fixtures/kthena"
 sim_src="$harness_src/sim"
-export GOTOOLCHAIN=local
 check=0
 [ "${1:-}" = "--check" ] && check=1
 
-say() { echo "kthena build: $*" >&2; }
-infra() {
-  say "$*"
-  exit 3
-}
-
-command -v go >/dev/null 2>&1 || infra "no Go on PATH: install Go (https://go.dev/dl/, or Debian's golang-go if recent enough)"
-
-# The Go a go.mod asks for (its `go` line).
-go_line() { sed -n 's/^go \([0-9.]*\).*/\1/p' "$1" | head -n 1; }
-have=$(go env GOVERSION | sed 's/^go//')
-need_go() { # need_go VERSION WHAT
-  [ -n "$1" ] || return 0
-  lowest=$(printf '%s\n%s\n' "$1" "$have" | sort -V | head -n 1)
-  [ "$lowest" = "$1" ] || infra "$2 needs Go $1 or newer; go on PATH is $have: install a newer Go"
-}
+who="kthena build"
+# shellcheck source=ci/gobuild.sh
+. "$repo/ci/gobuild.sh"
 need_go "$(go_line "$harness_src/go.mod")" "fixtures/kthena"
 need_go "$(go_line "$sim_src/go.mod")" "fixtures/kthena/sim"
 
@@ -80,17 +66,12 @@ real) [ -n "$kthena_dir" ] || infra "KTHENA_RUNTIME=real runs a checkout's runti
 *) infra "KTHENA_RUNTIME=$runtime: local (the project's runtime) or real (KTHENA_DIR's own, its default)" ;;
 esac
 
-# A fingerprint of the contents of every file a build reads (tests aside).
-fingerprint() {
-  find "$@" -type f \( -name '*.go' -o -name go.mod -o -name go.sum -o -name '*.sh' \) ! -name '*_test.go' \
-    -exec sha256sum {} + 2>/dev/null | LC_ALL=C sort -k 2 | sha256sum | cut -c1-16
-}
 sources="$(fingerprint "$harness_src" "$repo/ci/kthena/build.sh")"
 [ -n "$kthena_dir" ] && sources="$sources $(fingerprint "$kthena_dir/go.mod" "$kthena_dir/go.sum" \
   "$kthena_dir/pkg" "$kthena_dir/client-go")"
 [ -n "$runtime" ] && sources="$sources runtime=$(fingerprint "$kthena_dir/python/kthena/runtime/requirements.txt" \
   "$kthena_dir/python/kthena/downloader/requirements.txt" 2>/dev/null)"
-want="dir=$kthena_dir version=$version ctor=${KTHENA_CTOR:-} go=$have sources=$sources"
+want="dir=$kthena_dir version=$version ctor=${KTHENA_CTOR:-} go=$go_have sources=$sources"
 if [ -x "$out/kthena-harness" ] && [ -x "$out/llm-d-inference-sim" ] && [ -f "$out/stamp" ] &&
   { [ -z "$runtime" ] || [ -x "$out/venv/bin/python" ]; } &&
   [ "$(cat "$out/stamp")" = "$want" ]; then
@@ -101,21 +82,6 @@ if [ "$check" = 1 ]; then
   exit 4
 fi
 mkdir -p "$out/mod"
-
-# go "$@" (output kept for the log), an unreachable proxy being an
-# infrastructure error and any other failure a build failure.
-run_go() {
-  if ! log=$("$@" 2>&1); then
-    printf '%s\n' "$log" >&2
-    case "$log" in
-      *"dial tcp"* | *"no such host"* | *"i/o timeout"* | *"connection refused"* | *"TLS handshake"* | \
-        *"403 Forbidden"* | *"404 Not Found"* | *"410 Gone"* | *"unrecognized import path"*)
-        infra "the Go module proxy ($(go env GOPROXY)) could not serve a module (above): check the network and GOPROXY" ;;
-    esac
-    say "'$*' failed (above)"
-    exit 1
-  fi
-}
 
 # The module file the harness builds with.
 modfile="$harness_src/go.mod"
