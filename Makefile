@@ -6,6 +6,7 @@
 #   make e2e-kvcache-kthena  the suite on Kthena's real router and sim, no cluster (docs/targets.md)
 #   make e2e-kvcache-kind  the suite on a Kind cluster with the real Kthena (docs/kind.md)
 #   make cluster-build  the cluster target's control plane and helm, from Go modules (docs/cluster.md)
+#   make e2e-kvcache-cluster  the suite on Kthena's Helm chart on a local control plane (docs/cluster-target.md)
 #   make asan         the tests under ASan/UBSan (build-asan/kvengine)
 #   make lint         clang-format check, cppcheck, actionlint over .github/workflows
 #   make types        the editor types (types/) against the running engine
@@ -63,6 +64,7 @@ TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
 .PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind asan \
+  cluster-kthena-build e2e-kvcache-cluster \
   cluster-build \
   valgrind lint types bench scale-scenarios install deps clean soak mutation html-check
 
@@ -172,6 +174,24 @@ kthena-build:
 # of fixtures/cluster/{kube,etcd,helm} pin.
 cluster-build:
 	sh ci/cluster/build.sh
+
+# The cluster target's Kthena: the kthena target's programs and Kthena's own
+# kthena-router and kthena-controller-manager commands (KTHENA_DEPLOY=1),
+# which the node runs for the chart's images (fixtures/cluster/images.lua).
+cluster-kthena-build:
+	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" \
+	  KTHENA_DEPLOY=1 sh ci/kthena/build.sh
+
+# The suite on Kthena installed by its own Helm chart on a control plane of
+# local processes (docs/cluster-target.md): everything built, the cluster
+# brought up outside the suite (fixtures/cluster/up.lua), the suite run one
+# file at a time, the cluster stopped whatever happened (ci/cluster/run.sh).
+# Needs Go and root. CLUSTER_SUITE: paths or globs, space-separated.
+CLUSTER_SUITE ?= scenarios/*.lua
+e2e-kvcache-cluster: deps
+	@$(MAKE) --no-print-directory all cluster-build cluster-kthena-build
+	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" KVENGINE=$(KVENGINE) SUITE='$(CLUSTER_SUITE)' \
+	  JUNIT=$(BUILD)/e2e-kvcache-cluster.xml sh ci/cluster/run.sh
 
 # The router harness's own Go tests (against the pinned Kthena), and go vet.
 kthena-test:
