@@ -143,7 +143,10 @@ FUZZ_TARGETS = $(BUILD)/fuzz/fuzz_events $(BUILD)/fuzz/fuzz_http
 # shared cores failed two of them under load where -j 2 passed.
 test: deps
 	@$(MAKE) --no-print-directory all $(FUZZ_TARGETS)
-	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build kthena-test \
+	@if command -v go >/dev/null 2>&1; then deploy=0; \
+	  if [ "$$(id -u)" = 0 ]; then deploy=1; else echo "make test: not root: the cluster target's tests are" \
+	    "skipped (its node needs network namespaces and mounts)"; fi; \
+	  $(MAKE) --no-print-directory kthena-build kthena-test KTHENA_DEPLOY=$$deploy \
 	  KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" && { sh ci/cluster/build.sh || [ $$? = 3 ]; }; \
 	else echo "make test: no Go on PATH: the kthena and cluster targets' tests are skipped (install Go, see" \
 	  "fixtures/kthena/go.mod)"; fi
@@ -164,9 +167,10 @@ e2e-kvcache: deps
 KTHENA_DIR ?=
 KTHENA_VERSION ?=
 KTHENA_RUNTIME ?=
+KTHENA_DEPLOY ?= 0
 kthena-build:
 	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" \
-	  sh ci/kthena/build.sh
+	  KTHENA_DEPLOY="$(KTHENA_DEPLOY)" sh ci/kthena/build.sh
 
 # The cluster target's control plane (ci/cluster/build.sh: needs Go):
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy,

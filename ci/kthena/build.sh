@@ -80,10 +80,12 @@ sources="$(fingerprint "$harness_src" "$repo/ci/kthena/build.sh")"
 deploy=${KTHENA_DEPLOY:-0}
 case "$deploy" in 0 | 1) ;; *) infra "KTHENA_DEPLOY=$deploy: 1 (build Kthena's router and controller-manager) or 0" ;; esac
 want="dir=$kthena_dir version=$version ctor=${KTHENA_CTOR:-} go=$go_have deploy=$deploy sources=$sources"
+# A build with Kthena's commands serves a request without them too.
+with_deploy=$(printf '%s\n' "$want" | sed 's/ deploy=0 / deploy=1 /')
 if [ -x "$out/kthena-harness" ] && [ -x "$out/llm-d-inference-sim" ] && [ -f "$out/stamp" ] &&
   { [ "$deploy" = 0 ] || { [ -x "$out/kthena-router" ] && [ -x "$out/kthena-controller-manager" ]; }; } &&
   { [ -z "$runtime" ] || [ -x "$out/venv/bin/python" ]; } &&
-  [ "$(cat "$out/stamp")" = "$want" ]; then
+  { [ "$(cat "$out/stamp")" = "$want" ] || [ "$(cat "$out/stamp")" = "$with_deploy" ]; }; then
   exit 0
 fi
 if [ "$check" = 1 ]; then
