@@ -64,7 +64,7 @@ TEST_PATHS = $(wildcard engine/tests bindings/tests fixtures/tests scenarios)
 SUITE := 'scenarios/*.lua'
 
 .PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind asan \
-  cluster-kthena-build e2e-kvcache-cluster \
+  cluster-kthena-build cluster-node-build e2e-kvcache-cluster \
   cluster-build \
   valgrind lint types bench scale-scenarios install deps clean soak mutation html-check
 
@@ -186,6 +186,11 @@ cluster-kthena-build:
 	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" \
 	  KTHENA_DEPLOY=1 sh ci/kthena/build.sh
 
+# The cluster target's node (fixtures/cluster/node: virtual-kubelet, pods as
+# local processes) into build/cluster/node/kvengine-node.
+cluster-node-build:
+	cd fixtures/cluster/node && GOTOOLCHAIN=local go build -trimpath -o $(CURDIR)/$(BUILD)/cluster/node/kvengine-node .
+
 # The suite on Kthena installed by its own Helm chart on a control plane of
 # local processes (docs/cluster-target.md): everything built, the cluster
 # brought up outside the suite (fixtures/cluster/up.lua), the suite run one
@@ -193,7 +198,7 @@ cluster-kthena-build:
 # Needs Go and root. CLUSTER_SUITE: paths or globs, space-separated.
 CLUSTER_SUITE ?= scenarios/*.lua
 e2e-kvcache-cluster: deps
-	@$(MAKE) --no-print-directory all cluster-build cluster-kthena-build
+	@$(MAKE) --no-print-directory all cluster-build cluster-node-build cluster-kthena-build
 	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" KVENGINE=$(KVENGINE) SUITE='$(CLUSTER_SUITE)' \
 	  JUNIT=$(BUILD)/e2e-kvcache-cluster.xml sh ci/cluster/run.sh
 
