@@ -187,9 +187,9 @@ cluster-kthena-build:
 	  KTHENA_DEPLOY=1 sh ci/kthena/build.sh
 
 # The cluster target's node (fixtures/cluster/node: virtual-kubelet, pods as
-# local processes) into build/cluster/node/kvengine-node.
+# local processes) into build/cluster/bin/kvengine-node.
 cluster-node-build:
-	cd fixtures/cluster/node && GOTOOLCHAIN=local go build -trimpath -o $(CURDIR)/$(BUILD)/cluster/node/kvengine-node .
+	cd fixtures/cluster/node && GOTOOLCHAIN=local go build -trimpath -o $(CURDIR)/$(BUILD)/cluster/bin/kvengine-node .
 
 # The suite on Kthena installed by its own Helm chart on a control plane of
 # local processes (docs/cluster-target.md): everything built, the cluster
