@@ -12,6 +12,7 @@ packages=(
   python3 python3-zmq python3-msgpack
   libxml2-utils clang libclang-rt-14-dev clang-format cppcheck valgrind
   wrk hyperfine
+  nftables # kube-proxy of the cluster target (its nftables mode runs nft)
 )
 
 sudo=()
