@@ -147,7 +147,8 @@ test: deps
 	  if [ "$$(id -u)" = 0 ]; then deploy=1; else echo "make test: not root: the cluster target's tests are" \
 	    "skipped (its node needs network namespaces and mounts)"; fi; \
 	  $(MAKE) --no-print-directory kthena-build kthena-test KTHENA_DEPLOY=$$deploy \
-	  KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" && { sh ci/cluster/build.sh || [ $$? = 3 ]; }; \
+	  KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" && { sh ci/cluster/build.sh || [ $$? = 3 ]; } && \
+	  { [ $$deploy = 0 ] || $(MAKE) --no-print-directory cluster-node-build; }; \
 	else echo "make test: no Go on PATH: the kthena and cluster targets' tests are skipped (install Go, see" \
 	  "fixtures/kthena/go.mod)"; fi
 	KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" KVENGINE_FUZZ_DIR=$(BUILD)/fuzz $(KVENGINE) -j 2 \
