@@ -28,6 +28,9 @@ stop() {
     say "stopping the cluster (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
+    # kube-proxy's nftables table, should its owner script have been cut short
+    proxy="${KVENGINE_CLUSTER_BIN:-$repo/build/cluster/bin}/kube-proxy"
+    [ -x "$proxy" ] && "$proxy" --cleanup --proxy-mode nftables >/dev/null 2>&1
   fi
   pid=""
   rm -rf "$work"
