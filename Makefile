@@ -10,6 +10,7 @@
 #   make e2e-kvcache-dynamo  the suite on Dynamo's selection service from PyPI (docs/dynamo.md)
 #   make cluster-node-build  the cluster target's node, kvengine-node (docs/cluster-node.md)
 #   make cluster-build  the cluster target's control plane and helm, from Go modules (docs/cluster.md)
+#   make e2e-kvcache-cluster  the suite on Kthena's Helm chart on a local control plane (docs/cluster-target.md)
 #   make asan         the tests under ASan/UBSan (build-asan/kvengine)
 #   make lint         clang-format check, cppcheck, actionlint over .github/workflows
 #   make types        the editor types (types/) against the running engine
@@ -69,7 +70,7 @@ SUITE := 'scenarios/*.lua'
 
 .PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind asan \
   smg-build e2e-kvcache-smg dynamo-build e2e-kvcache-dynamo \
-  cluster-node-build cluster-node-test llmd-build llmd-test e2e-kvcache-llmd cluster-build \
+  cluster-node-build cluster-node-test llmd-build llmd-test e2e-kvcache-llmd cluster-build cluster-kthena-build e2e-kvcache-cluster \
   valgrind lint types bench scale-scenarios install deps clean soak mutation html-check scoreboard
 
 all: $(KVENGINE) $(MODULE_SO)
@@ -148,7 +149,10 @@ FUZZ_TARGETS = $(BUILD)/fuzz/fuzz_events $(BUILD)/fuzz/fuzz_http
 # shared cores failed two of them under load where -j 2 passed.
 test: deps
 	@$(MAKE) --no-print-directory all $(FUZZ_TARGETS)
-	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory kthena-build kthena-test llmd-build llmd-test \
+	@if command -v go >/dev/null 2>&1; then deploy=0; \
+	  if [ "$$(id -u)" = 0 ]; then deploy=1; else echo "make test: not root: the cluster target's tests are" \
+	    "skipped (its node needs network namespaces and mounts)"; fi; \
+	  $(MAKE) --no-print-directory kthena-build kthena-test llmd-build llmd-test KTHENA_DEPLOY=$$deploy \
 	  KTHENA_RUNTIME="$(or $(KTHENA_RUNTIME),local)" && { sh ci/cluster/build.sh || [ $$? = 3 ]; } && \
 	  $(MAKE) --no-print-directory cluster-node-build cluster-node-test; \
 	else echo "make test: no Go on PATH: the kthena, llmd and cluster targets' tests are skipped (install Go, see" \
@@ -172,9 +176,10 @@ e2e-kvcache: deps
 KTHENA_DIR ?=
 KTHENA_VERSION ?=
 KTHENA_RUNTIME ?=
+KTHENA_DEPLOY ?= 0
 kthena-build:
 	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" \
-	  sh ci/kthena/build.sh
+	  KTHENA_DEPLOY="$(KTHENA_DEPLOY)" sh ci/kthena/build.sh
 
 # The cluster target's control plane (ci/cluster/build.sh: needs Go):
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy,
@@ -182,6 +187,24 @@ kthena-build:
 # of fixtures/cluster/{kube,etcd,helm} pin.
 cluster-build:
 	sh ci/cluster/build.sh
+
+# The cluster target's Kthena: the kthena target's programs and Kthena's own
+# kthena-router and kthena-controller-manager commands (KTHENA_DEPLOY=1),
+# which the node runs for the chart's images (fixtures/cluster/images.lua).
+cluster-kthena-build:
+	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_VERSION="$(KTHENA_VERSION)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" \
+	  KTHENA_DEPLOY=1 sh ci/kthena/build.sh
+
+# The suite on Kthena installed by its own Helm chart on a control plane of
+# local processes (docs/cluster-target.md): everything built, the cluster
+# brought up outside the suite (fixtures/cluster/up.lua), the suite run one
+# file at a time, the cluster stopped whatever happened (ci/cluster/run.sh).
+# Needs Go and root. CLUSTER_SUITE: paths or globs, space-separated.
+CLUSTER_SUITE ?= scenarios/*.lua
+e2e-kvcache-cluster: deps
+	@$(MAKE) --no-print-directory all cluster-build cluster-node-build cluster-kthena-build
+	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" KVENGINE=$(KVENGINE) SUITE='$(CLUSTER_SUITE)' \
+	  JUNIT=$(BUILD)/e2e-kvcache-cluster.xml sh ci/cluster/run.sh
 
 # The router harness's own Go tests (against the pinned Kthena), and go vet.
 kthena-test:

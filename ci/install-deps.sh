@@ -16,6 +16,7 @@ packages=(
   libxml2-utils clang libclang-rt-14-dev clang-format cppcheck valgrind
   wrk hyperfine
   openssl iproute2
+  nftables # kube-proxy of the cluster target (its nftables mode runs nft)
 )
 
 sudo=()

@@ -7,9 +7,9 @@
 -- ci/kind/run.sh runs the first for its own run when the suite ends. Exit 0
 -- when every deletion was issued, 1 when kubectl failed, 2 on bad usage.
 
-local cleanup = require("kind.cleanup")
-local cluster = require("kind.cluster")
-local K = require("kind.kubectl")
+local cleanup = require("kube.cleanup")
+local cluster = require("kube.cluster")
+local K = require("kube.kubectl")
 
 local USAGE = "usage: kvengine serve ci/kind/cleanup.lua [--context CONTEXT] (--run ID | --older-than DURATION)"
 

@@ -22,6 +22,12 @@
 # the project's runtime (no virtualenv); KTHENA_RUNTIME=real says the
 # default out loud.
 #
+# KTHENA_DEPLOY=1 builds Kthena's own kthena-router and
+# kthena-controller-manager commands too, from the same Kthena (the module
+# or KTHENA_DIR), for the cluster target, whose node runs them for the
+# chart's images (fixtures/cluster/images.lua); a copy of the module file
+# that `go build -mod=mod` may complete with what those commands import.
+#
 # KTHENA_OUT=DIR builds into DIR instead (a second build beside the usual
 # one; the driver finds it through KVENGINE_KTHENA_BIN=DIR).
 #
@@ -71,10 +77,15 @@ sources="$(fingerprint "$harness_src" "$repo/ci/kthena/build.sh")"
   "$kthena_dir/pkg" "$kthena_dir/client-go")"
 [ -n "$runtime" ] && sources="$sources runtime=$(fingerprint "$kthena_dir/python/kthena/runtime/requirements.txt" \
   "$kthena_dir/python/kthena/downloader/requirements.txt" 2>/dev/null)"
-want="dir=$kthena_dir version=$version ctor=${KTHENA_CTOR:-} go=$go_have sources=$sources"
+deploy=${KTHENA_DEPLOY:-0}
+case "$deploy" in 0 | 1) ;; *) infra "KTHENA_DEPLOY=$deploy: 1 (build Kthena's router and controller-manager) or 0" ;; esac
+want="dir=$kthena_dir version=$version ctor=${KTHENA_CTOR:-} go=$go_have deploy=$deploy sources=$sources"
+# A build with Kthena's commands serves a request without them too.
+with_deploy=$(printf '%s\n' "$want" | sed 's/ deploy=0 / deploy=1 /')
 if [ -x "$out/kthena-harness" ] && [ -x "$out/llm-d-inference-sim" ] && [ -f "$out/stamp" ] &&
+  { [ "$deploy" = 0 ] || { [ -x "$out/kthena-router" ] && [ -x "$out/kthena-controller-manager" ]; }; } &&
   { [ -z "$runtime" ] || [ -x "$out/venv/bin/python" ]; } &&
-  [ "$(cat "$out/stamp")" = "$want" ]; then
+  { [ "$(cat "$out/stamp")" = "$want" ] || [ "$(cat "$out/stamp")" = "$with_deploy" ]; }; then
   exit 0
 fi
 if [ "$check" = 1 ]; then
@@ -134,6 +145,19 @@ say "building llm-d-inference-sim $(cd "$sim_src" && go list -m -f '{{.Version}}
 (cd "$sim_src" && run_go env CGO_ENABLED=0 go build -o "$out/llm-d-inference-sim.new" \
   github.com/llm-d/llm-d-inference-sim/cmd/llm-d-inference-sim)
 mv "$out/llm-d-inference-sim.new" "$out/llm-d-inference-sim"
+
+# Kthena's own commands, as the chart's images run them (KTHENA_DEPLOY=1).
+if [ "$deploy" = 1 ]; then
+  say "building kthena-router and kthena-controller-manager against $what"
+  mkdir -p "$out/mod-deploy" "$out/deploy.new"
+  cp "$modfile" "$out/mod-deploy/go.mod"
+  cp "$(dirname "$modfile")/go.sum" "$out/mod-deploy/go.sum"
+  (cd "$harness_src" && run_go env GOFLAGS=-mod=mod go build -modfile="$out/mod-deploy/go.mod" -trimpath \
+    -o "$out/deploy.new/" github.com/volcano-sh/kthena/cmd/kthena-router \
+    github.com/volcano-sh/kthena/cmd/kthena-controller-manager)
+  mv "$out/deploy.new/kthena-router" "$out/deploy.new/kthena-controller-manager" "$out/"
+  rmdir "$out/deploy.new"
+fi
 
 # Kthena's own runtime sidecar (with KTHENA_DIR, unless KTHENA_RUNTIME=local):
 # the checkout's Python code, run from a virtualenv made from its
