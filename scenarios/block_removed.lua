@@ -26,10 +26,10 @@ local kvcache = require("kvcache")
 -- event_batch_size = 1: engines announce each event at once.
 local stack = kvcache.stack { pods = 3, sim = { event_batch_size = 1 } }
 
--- The owner fields of block i of the prompt, as Redis holds them.
+-- The owners of block i of the prompt, as the router reads them (in Redis,
+-- the block key's fields, where the target keeps them there).
 local function owners(tokens, i)
-  local c <close> = stack:redis()
-  return c:hgetall(kvcache.block_key(stack.model, stack:hashes(tokens)[i]))
+  return stack:owners { tokens = tokens }[i]
 end
 
 -- A 4-block prompt that p1 served and announced whole, while `other`
@@ -52,7 +52,8 @@ test("a removed block ends the owner's prefix there, and the router follows",
 
   stack:inject("p1", kvcache.removed { hashes = { stored.hashes[2] } })
   local p1, p2 = stack:pod("p1").owner, stack:pod("p2").owner
-  expect(owners(tokens, 2)[p1]):is_nil("p1's engine removed block 2, so its runtime deletes p1's field there")
+  expect(owners(tokens, 2)[p1]):is_nil(string.format("p1's engine removed block 2, so block 2 should have no owner "
+    .. "%s (Kthena's runtime deletes its field there)", p1))
   expect(owners(tokens, 2)[p2]):not_nil("p2 still holds block 2: a removal touches only the removing pod's field")
   for _, i in ipairs({ 1, 3, 4 }) do
     expect(owners(tokens, i)[p1]):not_nil(string.format("p1 keeps block %d: only block 2 was removed", i))
@@ -88,7 +89,7 @@ test("one pod's removal leaves the other owners of the same blocks in place",
   stack:expect_no_owner { tokens = tokens, pod = "p2" }
   stack:expect_owner { tokens = tokens, pod = "p1", timeout = 0.1 }
   local t = stack:expect_routed { prompt = prompt, pod = "p1", n = 3, max_tokens = 1 }
-  stack:expect_scored(t.results[1], "p1", 100, "p1 still owns all 4 blocks")
+  if stack:can("decisions") then stack:expect_scored(t.results[1], "p1", 100, "p1 still owns all 4 blocks") end
 end)
 
 test("a removal names the engine's block hashes: Kthena's hashes of the same blocks remove nothing",
@@ -101,7 +102,7 @@ test("a removal names the engine's block hashes: Kthena's hashes of the same blo
   stack:inject("p3", kvcache.removed { hashes = stack:hashes(tokens) })
   stack:expect_owner { tokens = tokens, pod = "p3", timeout = 0.1 }
   local t = stack:expect_routed { prompt = prompt, pod = "p3", n = 2, max_tokens = 1 }
-  stack:expect_scored(t.results[1], "p3", 100, "p3 still holds both blocks")
+  if stack:can("decisions") then stack:expect_scored(t.results[1], "p3", 100, "p3 still holds both blocks") end
 end)
 
 test("the engine-hash mapping a removal relies on holds the block's hash for 24 hours", function()

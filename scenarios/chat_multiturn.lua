@@ -44,6 +44,9 @@ test("chat requests are matched by their chat-template tokens, not by their text
   stack:expect_owner { messages = messages, pod = "p2" }
   local t = stack:expect_routed { messages = messages, pod = "p2", n = 3, max_tokens = 1 }
 
+  -- p2 winning is the claim (matched by the text, p1 would hold the whole
+  -- prefix); the scores say it again where the router reports them.
+  if not stack:can("decisions") then return end
   local s = stack:scores(t.results[1])
   expect(s.p2["kvcache-aware"]):eq(score_for(#chat // 16, #chat), string.format(
     "p2 holds %d of the chat prompt's %d tokens in whole blocks", (#chat // 16) * 16, #chat))
@@ -96,7 +99,7 @@ test("each conversation's next turn lands on the pod that cached its earlier tur
       conv.reply = r.text
     end
   end
-  for _, x in ipairs(scored) do
+  for _, x in ipairs(stack:can("decisions") and scored or {}) do
     stack:expect_scored(x.r, x.pod, x.want, x.why)
   end
 end)

@@ -32,12 +32,12 @@ local function runtime_stats(s, pod)
   return st.runtime
 end
 
--- How many of the prompt's blocks name `pod` as an owner in Redis.
+-- How many of the prompt's blocks name `pod` as an owner, as the router
+-- reads them (in Redis, where the target keeps them there).
 local function owned_blocks(s, pod, tokens)
   local owner, n = s:pod(pod).owner, 0
-  local c <close> = s:redis()
-  for _, h in ipairs(s:hashes(tokens)) do
-    if c:hgetall(kvcache.block_key(s.model, h))[owner] then n = n + 1 end
+  for _, h in ipairs(s:owners { tokens = tokens }) do
+    if h[owner] then n = n + 1 end
   end
   return n
 end

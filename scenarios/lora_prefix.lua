@@ -42,11 +42,12 @@ before_all(function()
   stack = kvcache.stack { pods = PODS, router = ROUTER, sim = { event_batch_delay = 0.05 } }
 end)
 
--- Whether `pod` owns the first block of `tokens` under `model`'s key.
+-- Whether `pod` owns the first block of `tokens` under `model`, as the
+-- router reads it (in Redis: the pod's field at the key of the block under
+-- the model); and that key, for a message.
 local function owns_first_block(s, model, tokens, pod)
-  local c <close> = s:redis()
   local key = kvcache.block_key(model, s:hashes(tokens)[1])
-  return c:call("HEXISTS", key, s:pod(pod).owner) == 1, key
+  return s:owners { model = model, tokens = tokens }[1][s:pod(pod).owner] ~= nil, key
 end
 
 test("lora-affinity: adapter requests go only to the pods that loaded the adapter, at the first attempt",

@@ -87,6 +87,13 @@
 ---@field timeout? number
 ---@field why? string  the rule the check stands for, named in its failure (e.g. "OWNER-4")
 
+---The options of stack:owners: the prompt, and its model.
+---@class kvcache.options.owners
+---@field model? string
+---@field prompt? string
+---@field messages? {role: string, content: string|table}[]
+---@field tokens? integer[]
+
 ---The options of stack:serve.
 ---@class kvcache.options.serve
 ---@field prompt? string
@@ -316,6 +323,11 @@ function KvStack:expect_owner(o) end
 ---@param o kvcache.options.expect_owner
 ---@return true
 function KvStack:expect_no_owner(o) end
+
+---Who owns each block of the prompt now, as the router reads it: {[i] = {[owner] = unix seconds}}.
+---@param o kvcache.options.owners
+---@return table<string, string>[]
+function KvStack:owners(o) end
 
 ---Send a request straight to the pod's engine (not through the router); returns once the
 ---engine's announcement of the prompt's full blocks is in Redis.
