@@ -1,5 +1,5 @@
-# ci/gobuild.sh - what the project's Go builds (ci/kthena/build.sh,
-# ci/cluster/build.sh) share, sourced by them: Go from PATH only
+# ci/gobuild.sh - what the project's Go builds (ci/kthena/build.sh, ci/llmd/build.sh,
+# ci/cluster/build.sh, ci/cluster/node-build.sh) share, sourced by them: Go from PATH only
 # (GOTOOLCHAIN=local, never a downloaded toolchain), the default module and
 # build caches, one way to say what is wrong, and the one split between a
 # build that failed (exit 1) and a machine that cannot build (exit 3: no Go,

@@ -14,8 +14,8 @@
 # used with -modfile; the committed go.mod is left as it is): how a test
 # builds llm-d with one of its rules changed. LLMD_OUT=DIR builds into DIR.
 #
-# Go comes from PATH (GOTOOLCHAIN=local); the default module and build
-# caches are reused. Nothing is rebuilt when the sources and settings are
+# Go comes from PATH (ci/gobuild.sh: GOTOOLCHAIN=local); the default module
+# and build caches are reused. Nothing is rebuilt when the sources and settings are
 # as at the last build (build/llmd/stamp).
 #
 #   ci/llmd/build.sh          build what is out of date
@@ -29,21 +29,13 @@ set -eu
 repo=$(CDPATH="" cd -- "$(dirname -- "$0")/../.." && pwd)
 out=${LLMD_OUT:-"$repo/build/llmd"}
 src="$repo/fixtures/llmd"
-export GOTOOLCHAIN=local
 check=0
 [ "${1:-}" = "--check" ] && check=1
 
-say() { echo "llmd build: $*" >&2; }
-infra() {
-  say "$*"
-  exit 3
-}
-
-command -v go >/dev/null 2>&1 || infra "no Go on PATH: install Go (https://go.dev/dl/, or Debian's golang-go if recent enough)"
-have=$(go env GOVERSION | sed 's/^go//')
-need=$(sed -n 's/^go \([0-9.]*\).*/\1/p' "$src/go.mod" | head -n 1)
-lowest=$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -n 1)
-[ "$lowest" = "$need" ] || infra "fixtures/llmd needs Go $need or newer; go on PATH is $have: install a newer Go"
+who="llmd build"
+# shellcheck source=ci/gobuild.sh
+. "$repo/ci/gobuild.sh"
+need_go "$(go_line "$src/go.mod")" fixtures/llmd
 
 dir=""
 if [ -n "${LLMD_KV_CACHE_DIR:-}" ]; then
@@ -51,13 +43,9 @@ if [ -n "${LLMD_KV_CACHE_DIR:-}" ]; then
   dir=$(CDPATH="" cd -- "$LLMD_KV_CACHE_DIR" && pwd)
 fi
 
-fingerprint() {
-  find "$@" -type f \( -name '*.go' -o -name go.mod -o -name go.sum -o -name '*.sh' \) ! -name '*_test.go' \
-    -exec sha256sum {} + 2>/dev/null | LC_ALL=C sort -k 2 | sha256sum | cut -c1-16
-}
 sources="$(fingerprint "$src" "$repo/ci/llmd/build.sh")"
 [ -n "$dir" ] && sources="$sources $(fingerprint "$dir/pkg" "$dir/go.mod")"
-want="dir=$dir go=$have sources=$sources"
+want="dir=$dir go=$go_have sources=$sources"
 if [ -x "$out/llmd-router" ] && [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$want" ]; then
   exit 0
 fi
@@ -67,18 +55,6 @@ if [ "$check" = 1 ]; then
 fi
 mkdir -p "$out/mod"
 
-run_go() {
-  if ! log=$("$@" 2>&1); then
-    printf '%s\n' "$log" >&2
-    case "$log" in
-      *"dial tcp"* | *"no such host"* | *"i/o timeout"* | *"connection refused"* | *"TLS handshake"* | \
-        *"403 Forbidden"* | *"404 Not Found"* | *"410 Gone"* | *"unrecognized import path"*)
-        infra "the Go module proxy ($(go env GOPROXY)) could not serve a module (above): check the network and GOPROXY" ;;
-    esac
-    say "'$*' failed (above)"
-    exit 1
-  fi
-}
 
 modfile="$src/go.mod"
 what="github.com/llm-d/llm-d-kv-cache $(cd "$src" && go list -m -f '{{.Version}}' github.com/llm-d/llm-d-kv-cache)"
