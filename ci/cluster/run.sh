@@ -10,12 +10,18 @@
 #
 # Settings: KVENGINE (build/kvengine), SUITE (scenarios/*.lua), JUNIT,
 # CLUSTER_DIR (the cluster's folder, kept; default a temporary one,
-# removed), KVENGINE_ARGS (more arguments for the suite's run).
+# removed), KVENGINE_ARGS (more arguments for the suite's run),
+# KVENGINE_TIME_SCALE (4) and TIMEOUT (300 s per test or hook): as on kind,
+# a stack here is Deployments applied, scheduled, started by the node and
+# found by the router through the API server, which takes tens of seconds
+# where a local stack takes one, so the engine's waits and its default 30 s
+# per hook would fail a healthy bring-up.
 set -eu
 
 repo=$(CDPATH="" cd -- "$(dirname -- "$0")/../.." && pwd)
 kvengine=${KVENGINE:-"$repo/build/kvengine"}
 suite=${SUITE:-scenarios/*.lua}
+export KVENGINE_TIME_SCALE="${KVENGINE_TIME_SCALE:-4}"
 say() { printf 'ci/cluster/run.sh: %s\n' "$*" >&2; }
 
 work=$(mktemp -d)
@@ -61,6 +67,6 @@ sed 's/^/  /' "$up_log" >&2
 
 code=0
 # shellcheck disable=SC2086 # SUITE and KVENGINE_ARGS are word lists
-KVENGINE_CLUSTER_STATE="$state" "$kvengine" --target cluster -j 1 ${JUNIT:+--junit "$JUNIT"} \
-  ${KVENGINE_ARGS:-} $suite || code=$?
+KVENGINE_CLUSTER_STATE="$state" "$kvengine" --target cluster -j 1 --timeout "${TIMEOUT:-300}" \
+  ${JUNIT:+--junit "$JUNIT"} ${KVENGINE_ARGS:-} $suite || code=$?
 exit "$code"
