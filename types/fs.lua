@@ -37,6 +37,11 @@ function fs.remove_tree(path) end
 ---@return boolean
 function fs.is_dir(path) end
 
+---A file this process can open for reading (not a folder).
+---@param path string
+---@return boolean
+function fs.is_file(path) end
+
 ---The folder's entries, sorted, without . and ..
 ---@param path string
 ---@return string[]?, string?  names | nil, err

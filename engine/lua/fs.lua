@@ -9,6 +9,8 @@
 --   fs.remove_tree(path) -> true | nil, err   path and all below it (links
 --                                 are removed, not followed)
 --   fs.is_dir(path) -> bool
+--   fs.is_file(path) -> bool      a file this process can open for reading (not
+--                                 a folder)
 --   fs.list(path) -> {name, ...} | nil, err   the folder's entries, sorted,
 --                                 without . and ..
 --
@@ -46,6 +48,13 @@ end
 function fs.remove_tree(path) return __kv.remove_tree(path) end
 
 function fs.is_dir(path) return __kv.is_dir(path) end
+
+function fs.is_file(path)
+  local f = io.open(path, "rb")
+  if not f then return false end
+  f:close()
+  return not fs.is_dir(path)
+end
 
 function fs.list(path)
   local names, err = __kv.list_dir(path)

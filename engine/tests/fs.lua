@@ -33,3 +33,11 @@ test("fs.remove_tree removes a folder and all below it; a missing path is alread
   expect(fs.is_dir(dir .. "/tree")):is_false()
   expect(fs.remove_tree(dir .. "/tree")):is_true()
 end)
+
+test("fs.is_file: a file is one, a folder and a missing path are not", function()
+  fs.write(dir .. "/plain", "")
+  fs.mkdir_p(dir .. "/folder")
+  expect(fs.is_file(dir .. "/plain")):is_true()
+  expect(fs.is_file(dir .. "/folder")):is_false()
+  expect(fs.is_file(dir .. "/missing")):is_false()
+end)
