@@ -6,6 +6,7 @@
 --   board.cell(result, cause_of) -> {outcome, text, cause}
 --   board.files(routers) -> {{file, tests = {{name, cells = {[label] = cell}}}}}
 --   board.text(b) -> the table as text
+--   board.ran(b) -> the routers of b that ran, in order
 --
 -- A router: {label, status = "ran" | "missing", why, results (tests/lib/tap.lua),
 -- cause_of = fn(key, result) -> cause name | nil, workload = {[policy] =
@@ -128,13 +129,18 @@ local function latency_lines(ran, lines)
   end
 end
 
+function M.ran(b)
+  local out = {}
+  for _, rt in ipairs(b.routers) do
+    if rt.status == "ran" then out[#out + 1] = rt end
+  end
+  return out
+end
+
 -- The whole scoreboard as text: per file its tests, a column per router
 -- that ran; the routers that did not, with why; the figures.
 function M.text(b)
-  local ran, lines = {}, {}
-  for _, rt in ipairs(b.routers) do
-    if rt.status == "ran" then ran[#ran + 1] = rt end
-  end
+  local ran, lines = M.ran(b), {}
   local head = {}
   for _, rt in ipairs(ran) do head[#head + 1] = string.format("%-14s", shorten(rt.label, 14)) end
   for _, f in ipairs(b.files) do

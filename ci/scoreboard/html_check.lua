@@ -13,6 +13,7 @@ local json = require("json")
 local HERE = debug.getinfo(1, "S").short_src:match("^(.*)/[^/]*$") or "."
 package.path = HERE .. "/../?.lua;" .. package.path
 local browser = require("html-check.browser")
+local board = require("scoreboard.board")
 local xpath = browser.xpath
 
 local DIR = os.getenv("SCOREBOARD_DIR") or "build/scoreboard"
@@ -25,13 +26,7 @@ before_all(function()
   dom, png = browser.render(DIR .. "/scoreboard.html", fs.mkdir_p(DIR .. "/html-check"), WIDTH)
 end)
 
-local function ran()
-  local out = {}
-  for _, rt in ipairs(b.routers) do
-    if rt.status == "ran" then out[#out + 1] = rt end
-  end
-  return out
-end
+local function ran() return board.ran(b) end
 
 local function quoted(s) return "concat('" .. tostring(s):gsub("'", "', \"'\", '") .. "', '')" end
 

@@ -8,6 +8,10 @@ local engine = require("engine")
 local fs = require("fs")
 local json = require("json")
 
+local HERE = debug.getinfo(1, "S").short_src:match("^(.*)/[^/]*$") or "."
+package.path = HERE .. "/../?.lua;" .. package.path
+local board = require("scoreboard.board")
+
 local PATH = os.getenv("SCOREBOARD_JSON") or ""
 local b
 
@@ -17,13 +21,7 @@ before_all(function()
   b = json.decode(text)
 end)
 
-local function ran()
-  local out = {}
-  for _, rt in ipairs(b.routers) do
-    if rt.status == "ran" then out[#out + 1] = rt end
-  end
-  return out
-end
+local function ran() return board.ran(b) end
 
 test("the routers: what ran, and what did not and why", function()
   engine.report("scoreboard_routers", { routers = b.routers })
