@@ -231,27 +231,11 @@ e2e-kvcache-kthena: deps
 smg-build:
 	sh ci/smg/build.sh
 
-# The suite against SGLang's gateway in front of the stand-in sims (docs/smg.md).
-# The peer targets' runs (smg, dynamo, llmd) are held to their expected
-# outcomes (fixtures/expect/<target>.lua) by ci/expected.lua, which sets the
-# exit status: a failure listed under its cause is a finding, not a red run.
-e2e-kvcache-smg: deps
-	@$(MAKE) --no-print-directory all smg-build
-	$(KVENGINE) --target smg -j 2 --tap --junit $(BUILD)/e2e-kvcache-smg.xml $(SUITE) | tee $(BUILD)/e2e-kvcache-smg.tap
-	$(KVENGINE) serve ci/expected.lua smg $(BUILD)/e2e-kvcache-smg.tap
-
 # The dynamo target's virtualenv (ci/dynamo/build.sh: python3 and PyPI):
 # Dynamo's selection service at the version ci/dynamo/requirements.txt pins.
 dynamo-build:
 	sh ci/dynamo/build.sh
 
-# The suite against Dynamo's selection service, the project's thin router in
-# front of it and the stand-in sims (docs/dynamo.md); outcomes as
-# fixtures/expect/dynamo.lua says.
-e2e-kvcache-dynamo: deps
-	@$(MAKE) --no-print-directory all dynamo-build
-	$(KVENGINE) --target dynamo -j 2 --tap --junit $(BUILD)/e2e-kvcache-dynamo.xml $(SUITE) | tee $(BUILD)/e2e-kvcache-dynamo.tap
-	$(KVENGINE) serve ci/expected.lua dynamo $(BUILD)/e2e-kvcache-dynamo.tap
 # The llmd target's router (docs/llmd.md): llm-d's KV-cache indexer in the
 # project's program, pinned in fixtures/llmd/go.mod; its engines are the
 # kthena target's (kthena-build).
@@ -261,11 +245,15 @@ llmd-build:
 llmd-test:
 	cd fixtures/llmd && GOTOOLCHAIN=local go vet ./... && GOTOOLCHAIN=local go test ./...
 
-# The suite against llm-d's indexer and llm-d-inference-sim as local processes.
-e2e-kvcache-llmd: deps
-	@$(MAKE) --no-print-directory all llmd-build kthena-build KTHENA_RUNTIME=local
-	$(KVENGINE) --target llmd -j 2 --tap --junit $(BUILD)/e2e-kvcache-llmd.xml $(SUITE) | tee $(BUILD)/e2e-kvcache-llmd.tap
-	$(KVENGINE) serve ci/expected.lua llmd $(BUILD)/e2e-kvcache-llmd.tap
+# The suite on a peer router (docs/smg.md, docs/dynamo.md, docs/llmd.md): its
+# toolchain built (llmd's engines are the kthena target's programs), the run
+# written as TAP and held to fixtures/expect/<target>.lua by ci/expected.lua,
+# which sets the exit status: a failure listed under its cause is a finding,
+# not a red run.
+e2e-kvcache-smg e2e-kvcache-dynamo e2e-kvcache-llmd: e2e-kvcache-%: deps
+	@$(MAKE) --no-print-directory all $*-build $(if $(filter llmd,$*),kthena-build KTHENA_RUNTIME=local)
+	$(KVENGINE) --target $* -j 2 --tap --junit $(BUILD)/e2e-kvcache-$*.xml $(SUITE) | tee $(BUILD)/e2e-kvcache-$*.tap
+	$(KVENGINE) serve ci/expected.lua $* $(BUILD)/e2e-kvcache-$*.tap
 
 # The suite against Kthena on a Kind cluster (docs/kind.md): needs Docker, kind,
 # kubectl and helm 3 (ci/kind/versions.env); creates the cluster when missing,
