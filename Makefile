@@ -11,6 +11,7 @@
 #   make cluster-node-build  the cluster target's node, kvengine-node (docs/cluster-node.md)
 #   make cluster-build  the cluster target's control plane and helm, from Go modules (docs/cluster.md)
 #   make e2e-kvcache-cluster  the suite on Kthena's Helm chart on a local control plane (docs/cluster-target.md)
+#   make cluster-breaks  three breaks of a Kthena checkout only a deployment shows (docs/cluster-target.md)
 #   make asan         the tests under ASan/UBSan (build-asan/kvengine)
 #   make lint         clang-format check, cppcheck, actionlint over .github/workflows
 #   make types        the editor types (types/) against the running engine
@@ -70,7 +71,7 @@ SUITE := 'scenarios/*.lua'
 
 .PHONY: FORCE all test conformance e2e-kvcache e2e-kvcache-kthena kthena-build kthena-test e2e-kvcache-kind asan \
   smg-build e2e-kvcache-smg dynamo-build e2e-kvcache-dynamo \
-  cluster-node-build cluster-node-test llmd-build llmd-test e2e-kvcache-llmd cluster-build cluster-kthena-build e2e-kvcache-cluster \
+  cluster-node-build cluster-node-test llmd-build llmd-test e2e-kvcache-llmd cluster-build cluster-kthena-build e2e-kvcache-cluster cluster-breaks \
   valgrind lint types bench scale-scenarios install deps clean soak mutation html-check scoreboard
 
 all: $(KVENGINE) $(MODULE_SO)
@@ -204,7 +205,15 @@ CLUSTER_SUITE ?= scenarios/*.lua
 e2e-kvcache-cluster: deps
 	@$(MAKE) --no-print-directory all cluster-build cluster-node-build cluster-kthena-build
 	KTHENA_DIR="$(KTHENA_DIR)" KTHENA_RUNTIME="$(KTHENA_RUNTIME)" KVENGINE=$(KVENGINE) SUITE='$(CLUSTER_SUITE)' \
-	  JUNIT=$(BUILD)/e2e-kvcache-cluster.xml sh ci/cluster/run.sh
+	  JUNIT=$(BUILD)/e2e-kvcache-cluster.xml RECORD=$(BUILD)/cluster/last-suite.txt sh ci/cluster/run.sh
+
+# Three breaks of a Kthena checkout that only a deployment shows, each
+# passing on the kthena target and failing on the cluster target, naming
+# the link (ci/cluster/breaks.lua, docs/cluster-target.md). Needs Go, root
+# and KTHENA_DIR (a checkout whose cache tests pass).
+cluster-breaks: deps
+	@$(MAKE) --no-print-directory all cluster-build cluster-node-build
+	KTHENA_DIR="$(KTHENA_DIR)" $(KVENGINE) --timeout 3600 ci/cluster/breaks.lua
 
 # The router harness's own Go tests (against the pinned Kthena), and go vet.
 kthena-test:

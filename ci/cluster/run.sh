@@ -10,7 +10,8 @@
 #
 # Settings: KVENGINE (build/kvengine), SUITE (scenarios/*.lua), JUNIT,
 # CLUSTER_DIR (the cluster's folder, kept; default a temporary one,
-# removed), KVENGINE_ARGS (more arguments for the suite's run),
+# removed), KVENGINE_ARGS (more arguments for the suite's run), RECORD (a
+# file to write the suite's wall time to, which make bench shows),
 # KVENGINE_TIME_SCALE (4) and TIMEOUT (300 s per test or hook): as on kind,
 # a stack here is Deployments applied, scheduled, started by the node and
 # found by the router through the API server, which takes tens of seconds
@@ -66,7 +67,13 @@ say "cluster up in $(($(date +%s) - start)) s"
 sed 's/^/  /' "$up_log" >&2
 
 code=0
+start=$(date +%s)
 # shellcheck disable=SC2086 # SUITE and KVENGINE_ARGS are word lists
 KVENGINE_CLUSTER_STATE="$state" "$kvengine" --target cluster -j 1 --timeout "${TIMEOUT:-300}" \
   ${JUNIT:+--junit "$JUNIT"} ${KVENGINE_ARGS:-} $suite || code=$?
+if [ -n "${RECORD:-}" ]; then
+  mkdir -p "$(dirname "$RECORD")"
+  printf '%s s for %s on %s (exit %s)\n' "$(($(date +%s) - start))" "$suite" "$(date '+%F %H:%M')" "$code" \
+    >"$RECORD"
+fi
 exit "$code"
