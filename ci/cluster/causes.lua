@@ -15,7 +15,6 @@
 -- TAP and the cluster's log are kept in the artifacts.
 
 local engine = require("engine")
-local fs = require("fs")
 local outcomes = require("tests.lib.kthena_outcomes")
 local proc = require("proc")
 local tap = require("tests.lib.tap")
@@ -23,15 +22,10 @@ local tap = require("tests.lib.tap")
 local ROOT = require("tests.lib.paths").REPO
 local KVENGINE = os.getenv("KVENGINE_BIN")
 
+-- The suite's files or globs (the engine expands globs itself).
 local function files()
   local out = {}
-  for word in (os.getenv("CLUSTER_SUITE") or "scenarios/*.lua"):gmatch("%S+") do
-    local dir, pattern = word:match("^(.-)/?([^/]*)$")
-    local lua = "^" .. pattern:gsub("[%.%-%+]", "%%%0"):gsub("%*", ".*") .. "$"
-    for _, name in ipairs(fs.list(ROOT .. "/" .. (dir ~= "" and dir or ".")) or {}) do
-      if name:match(lua) then out[#out + 1] = ROOT .. "/" .. (dir ~= "" and (dir .. "/") or "") .. name end
-    end
-  end
+  for word in (os.getenv("CLUSTER_SUITE") or "scenarios/*.lua"):gmatch("%S+") do out[#out + 1] = word end
   return out
 end
 
@@ -45,7 +39,6 @@ test("the suite's outcomes on the cluster follow the known causes of the Kthena 
     local why = cannot()
     if why then skip(why) end
     local list = files()
-    expect(#list):gt(0, "the suite names scenario files")
     local needs = outcomes.needs(function(f, extra)
       -- the tags are the same on every target: listed on local, which needs no cluster
       local argv = { KVENGINE, "--tap", "--target", "local" }
