@@ -39,7 +39,7 @@ ENGINE_PKGS := lua5.4 libuv
 PKGS        := $(ENGINE_PKGS) libzmq hiredis libcurl msgpack libcrypto
 PLAIN_LIBS  := http_parser
 
-LIBS_http  := $(shell pkg-config --libs libcurl 2>/dev/null) -lhttp_parser
+LIBS_http  := $(shell pkg-config --libs libcurl libcrypto 2>/dev/null) -lhttp_parser
 LIBS_zmq   := $(shell pkg-config --libs libzmq 2>/dev/null)
 LIBS_redis := $(shell pkg-config --libs hiredis 2>/dev/null)
 LIBS_kv    := $(shell pkg-config --libs msgpack libcrypto 2>/dev/null)
