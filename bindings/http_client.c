@@ -836,7 +836,8 @@ static int xfer_piece(hc_xfer *x, const char **p, size_t *n, size_t *used) {
     return unread > 0;
   }
   int end = x->done && x->result == CURLE_OK;
-  if (!x->has_line && !x->paused && !(end && unread > 0))
+  /* Past max without a newline is too long already: fail it now, not when more comes. */
+  if (!x->has_line && !x->paused && unread <= x->framing.max && !(end && unread > 0))
     return 0;
   switch (kvh_lines_next(&x->framing, *p, unread, end, n, used)) {
   case KVH_LINE:
