@@ -139,7 +139,7 @@ deps:
 	  clang -x c - -fsanitize=fuzzer,address -o /dev/null 2>/dev/null || ok=0; \
 	[ $$ok = 1 ] || bash ci/install-deps.sh
 
-FUZZ_TARGETS = $(BUILD)/fuzz/fuzz_events $(BUILD)/fuzz/fuzz_http
+FUZZ_TARGETS = $(BUILD)/fuzz/fuzz_events $(BUILD)/fuzz/fuzz_http $(BUILD)/fuzz/fuzz_lines
 
 # With Go on PATH the kthena target's programs and the cluster target's
 # control plane are built first, so their tests run (fixtures/tests/kthena_*.lua,

@@ -93,7 +93,7 @@ struct hc_call {
   hc_xfer **slots;
   int nslots, active;
   int next_req, total;
-  hc_xfer *calling; /* whose stream function runs, until it returns */
+  hc_xfer *calling;     /* whose stream function runs, until it returns */
   lua_KFunction finish; /* makes the Lua results once every request has one */
 };
 
@@ -396,8 +396,8 @@ static int add_headers(lua_State *L, int t, hc_xfer *x) {
   return has_type;
 }
 
-static const char *const tls_keys[] = {"ca",          "cert",    "key", "ca_data", "cert_data",
-                                       "key_data",    "insecure", "server_name", NULL};
+static const char *const tls_keys[] = {
+    "ca", "cert", "key", "ca_data", "cert_data", "key_data", "insecure", "server_name", NULL};
 
 /*
  * Push the bytes the base64 text at idx encodes (line breaks allowed, as a
@@ -836,7 +836,8 @@ static int xfer_piece(hc_xfer *x, const char **p, size_t *n, size_t *used) {
     return unread > 0;
   }
   int end = x->done && x->result == CURLE_OK;
-  if (!x->has_line && !x->paused && !(end && unread > 0))
+  /* Past max without a newline is too long already: fail it now, not when more comes. */
+  if (!x->has_line && !x->paused && unread <= x->framing.max && !(end && unread > 0))
     return 0;
   switch (kvh_lines_next(&x->framing, *p, unread, end, n, used)) {
   case KVH_LINE:
@@ -960,12 +961,12 @@ static int call_run(lua_State *L, int concurrency, lua_KFunction k) {
 /* ------------------------------------------------------------ Lua surface */
 
 /* What a request spec may hold (http.request's table, each of http.batch's). */
-static const char *const request_keys[] = {"method",  "url",    "headers", "body",  "json",
-                                           "timeout", "stream", "lines",   "tls",   NULL};
+static const char *const request_keys[] = {"method",  "url",    "headers", "body", "json",
+                                           "timeout", "stream", "lines",   "tls",  NULL};
 static const char *const get_keys[] = {"headers", "body",  "json", "timeout",
                                        "stream",  "lines", "tls",  NULL};
-static const char *const post_keys[] = {"method", "headers", "body",  "json", "timeout",
-                                        "stream", "lines",   "tls",   NULL};
+static const char *const post_keys[] = {"method", "headers", "body", "json", "timeout",
+                                        "stream", "lines",   "tls",  NULL};
 static const char *const batch_keys[] = {"concurrency", "summary", NULL};
 
 const kv_option_keys kvh_client_options[] = {{"request", request_keys},

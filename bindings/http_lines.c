@@ -12,8 +12,8 @@ static size_t strip_cr(const char *buf, size_t n) {
   return n > 0 && buf[n - 1] == '\r' ? n - 1 : n;
 }
 
-kvh_line_result kvh_lines_next(kvh_lines *s, const char *buf, size_t len, int end,
-                               size_t *line_len, size_t *used) {
+kvh_line_result kvh_lines_next(kvh_lines *s, const char *buf, size_t len, int end, size_t *line_len,
+                               size_t *used) {
   assert(s->scanned <= len); /* the caller only appends between calls */
   const char *nl = len > s->scanned ? memchr(buf + s->scanned, '\n', len - s->scanned) : NULL;
   size_t n;

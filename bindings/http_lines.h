@@ -42,7 +42,7 @@ typedef enum {
  * *used bytes from its front after a KVH_LINE; s->scanned lets a long line
  * arriving in many pieces be scanned once.  Start s zeroed but for max.
  */
-kvh_line_result kvh_lines_next(kvh_lines *s, const char *buf, size_t len, int end,
-                               size_t *line_len, size_t *used);
+kvh_line_result kvh_lines_next(kvh_lines *s, const char *buf, size_t len, int end, size_t *line_len,
+                               size_t *used);
 
 #endif

@@ -956,12 +956,17 @@ end)
 
 test("lines: a line longer than the queue limit arrives whole; one past 16 MiB fails", function()
   local big = string.rep("z", 3 << 20)
+  local released = false
   local srv <close>, base = serve(function(req, res)
     if req.path == "/alive" then return res:finish("ok") end
     if req.path == "/big" then return res:finish("a\n" .. big .. "\nb") end
     local chunk = string.rep("q", 1 << 20)
-    for _ = 1, 18 do
+    for _ = 1, req.path == "/stall" and 16 or 18 do
       if not res:write(chunk) then return end
+    end
+    if req.path == "/stall" then -- 2 bytes past the limit, then nothing until the test ends
+      res:write("qq")
+      while not released do sleep(0.05) end
     end
     res:finish("\n")
   end)
@@ -969,12 +974,16 @@ test("lines: a line longer than the queue limit arrives whole; one past 16 MiB f
   expect(#lines):eq(3, "a 3 MiB line, though the client pauses curl past 1 MiB queued")
   expect(lines[2] == big):is_true("the long line is whole")
   expect(lines[3]):eq("b")
+  local too_long = "http: a line of the streamed body is longer than 16 MiB"
   local got, _, r, err = get_lines(base .. "/huge", { timeout = 60 })
   expect(r):is_nil()
-  expect(err):eq("http: a line of the streamed body is longer than 16 MiB")
+  expect(err):eq(too_long)
   expect(#got):eq(0)
+  local _, _, _, err2 = get_lines(base .. "/stall", { timeout = 20 })
+  released = true
+  expect(err2):eq(too_long, "known as soon as the bytes are there, not when the request times out")
   local res = http.batch { { url = base .. "/huge", lines = true, stream = function() end, timeout = 60 } }
-  expect(res[1].err):eq("http: a line of the streamed body is longer than 16 MiB", "a batch's result")
+  expect(res[1].err):eq(too_long, "a batch's result")
   still_serves(base)
 end)
 
