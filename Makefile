@@ -39,7 +39,7 @@ ENGINE_PKGS := lua5.4 libuv
 PKGS        := $(ENGINE_PKGS) libzmq hiredis libcurl msgpack libcrypto
 PLAIN_LIBS  := http_parser
 
-LIBS_http  := $(shell pkg-config --libs libcurl 2>/dev/null) -lhttp_parser
+LIBS_http  := $(shell pkg-config --libs libcurl libcrypto 2>/dev/null) -lhttp_parser
 LIBS_zmq   := $(shell pkg-config --libs libzmq 2>/dev/null)
 LIBS_redis := $(shell pkg-config --libs hiredis 2>/dev/null)
 LIBS_kv    := $(shell pkg-config --libs msgpack libcrypto 2>/dev/null)
@@ -139,7 +139,7 @@ deps:
 	  clang -x c - -fsanitize=fuzzer,address -o /dev/null 2>/dev/null || ok=0; \
 	[ $$ok = 1 ] || bash ci/install-deps.sh
 
-FUZZ_TARGETS = $(BUILD)/fuzz/fuzz_events $(BUILD)/fuzz/fuzz_http
+FUZZ_TARGETS = $(BUILD)/fuzz/fuzz_events $(BUILD)/fuzz/fuzz_http $(BUILD)/fuzz/fuzz_lines
 
 # With Go on PATH the kthena target's programs and the cluster target's
 # control plane are built first, so their tests run (fixtures/tests/kthena_*.lua,

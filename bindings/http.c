@@ -1,7 +1,7 @@
 /*
  * http.c - the `http` module: an HTTP client and an HTTP server for tests.
  *
- *   http.request{method, url, headers, body, json, timeout, stream}
+ *   http.request{method, url, headers, body, json, timeout, stream, lines, tls}
  *   http.get(url, opts)  http.post(url, body_or_opts)
  *   http.batch(requests, {concurrency, summary})
  *   http.load{url, ..., rate, duration, concurrency} -> counts and histograms

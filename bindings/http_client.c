@@ -14,26 +14,35 @@
  * buffers, "done" flags) and mark the call ready, and the tasks of ready calls
  * are woken after curl_multi_socket_action returns, never from inside a curl
  * callback.  Streamed chunks are therefore queued and handed to the stream
- * function by the waiting task itself.  The call is anchored in a
+ * function by the waiting task itself (whole lines with `lines = true`,
+ * framed by http_lines.c; a stream function returning false ends its
+ * transfer there).  The call is anchored in a
  * to-be-closed slot of the calling C function, so a raised error, a normal
  * return and an abandoned task (lua_resetthread) all free it.
  */
 #include "engine.h"
+#include "http_lines.h"
 #include "http_private.h"
 
 #include <assert.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include <curl/curl.h>
 #include <lauxlib.h>
+#include <openssl/evp.h>
 
 #define CLIENT_MT "kvengine.http.client"
 #define CALL_MT "kvengine.http.call"
 
 #define POOL_MAX 32            /* idle easy handles kept for reuse */
 #define STREAM_HIGH (1u << 20) /* queued stream bytes before curl is paused */
+/* The longest line `lines = true` hands out: a Kubernetes watch event is one
+   object, and an API server refuses objects much past 1.5 MiB. */
+#define STREAM_LINE_MAX ((size_t)16 << 20)
 #define DEFAULT_CONCURRENCY 16
 
 typedef struct hc_client hc_client;
@@ -61,11 +70,17 @@ typedef struct hc_xfer {
   hc_call *call;
   CURL *easy;
   struct curl_slist *headers;
-  int index;  /* position of its request in the call's list */
-  int stream; /* chunks go to the request's stream function */
+  struct curl_slist *connect_to; /* tls.server_name's CURLOPT_CONNECT_TO */
+  int index;                     /* position of its request in the call's list */
+  int stream;                    /* chunks go to the request's stream function */
+  int lines;                     /* ... a line at a time (lines = true) */
+  int has_line;                  /* lines: pending may hold a '\n' past off */
+  int stopped;                   /* the stream function returned false */
   int in_multi, done, paused;
   CURLcode result;
   kv_buf body, pending;
+  size_t off; /* bytes at pending's start already handed out */
+  kvh_lines framing;
   char errbuf[CURL_ERROR_SIZE];
 } hc_xfer;
 
@@ -78,6 +93,7 @@ struct hc_call {
   hc_xfer **slots;
   int nslots, active;
   int next_req, total;
+  hc_xfer *calling;     /* whose stream function runs, until it returns */
   lua_KFunction finish; /* makes the Lua results once every request has one */
 };
 
@@ -128,17 +144,38 @@ static void client_wake_ready(hc_client *cl) {
 
 /* ------------------------------------------------------------------- curl */
 
+/*
+ * Whether a streamed transfer has enough queued for its task to be behind.
+ * With lines, queued bytes without a complete line are not the task's
+ * delay: pausing on them would wait for a newline curl is kept from
+ * reading.  They are held only past the longest line, which then fails.
+ */
+static int xfer_full(const hc_xfer *x) {
+  size_t unread = x->pending.len - x->off;
+  if (!x->lines)
+    return unread >= STREAM_HIGH;
+  return (x->has_line && unread >= STREAM_HIGH) || unread > STREAM_LINE_MAX + 1;
+}
+
 static size_t on_write(char *ptr, size_t size, size_t n, void *ud) {
   hc_xfer *x = ud;
   assert(x->call && x->in_multi && !x->done); /* curl writes only for a running transfer */
   size_t len = size * n;
   if (x->stream) {
-    if (x->pending.len >= STREAM_HIGH) { /* the task is behind: hold the data in curl */
+    if (xfer_full(x)) { /* the task is behind: hold the data in curl */
       x->paused = 1;
+      call_signal(x->call); /* its task decides when to go on, or fails a long line */
       return CURL_WRITEFUNC_PAUSE;
+    }
+    assert(x->off <= x->pending.len);
+    if (x->off > 0 && x->off >= x->pending.len - x->off) { /* drop what was handed out */
+      memmove(x->pending.p, x->pending.p + x->off, x->pending.len - x->off);
+      x->pending.len -= x->off;
+      x->off = 0;
     }
     if (kv_buf_add(&x->pending, ptr, len))
       return 0;
+    x->has_line |= x->lines && memchr(ptr, '\n', len) != NULL;
     call_signal(x->call);
     return len;
   }
@@ -321,6 +358,7 @@ static void xfer_free(hc_call *c, hc_xfer *x) {
     easy_put(cl, x->easy);
   }
   curl_slist_free_all(x->headers);
+  curl_slist_free_all(x->connect_to);
   kv_buf_free(&x->body);
   kv_buf_free(&x->pending);
   free(x);
@@ -358,32 +396,154 @@ static int add_headers(lua_State *L, int t, hc_xfer *x) {
   return has_type;
 }
 
-static const char *const tls_keys[] = {"ca", "cert", "key", NULL};
+static const char *const tls_keys[] = {
+    "ca", "cert", "key", "ca_data", "cert_data", "key_data", "insecure", "server_name", NULL};
 
 /*
- * tls = {ca=, cert=, key=}: the PEM files an https:// request trusts (ca,
- * instead of the system's store) and presents (a client certificate and its
- * key), for servers of a test's own CA such as a Kubernetes API server.
- * curl copies the strings.
+ * Push the bytes the base64 text at idx encodes (line breaks allowed, as a
+ * kubeconfig's *-data fields hold PEM text); raises naming tls.<field> when
+ * it is not base64.  OpenSSL's decoder stops quietly at a '-', so the
+ * alphabet is checked first: PEM text given as is must not pass for empty.
  */
-static void set_tls(lua_State *L, int t, CURL *e) {
+static void push_base64(lua_State *L, int idx, const char *field) {
+  size_t len;
+  const char *in = lua_tolstring(L, idx, &len);
+  if (strspn(in, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/= \t\r\n") !=
+          len ||
+      len > INT_MAX / 2)
+    luaL_error(L, "http: tls.%s is not base64", field);
+  luaL_Buffer b;
+  unsigned char *out = (unsigned char *)luaL_buffinitsize(L, &b, len / 4 * 3 + 3);
+  EVP_ENCODE_CTX *ctx = EVP_ENCODE_CTX_new();
+  int n = 0, last = 0, ok = 0;
+  if (ctx) { /* no Lua call until ctx is freed: a raise would leak it */
+    EVP_DecodeInit(ctx);
+    ok = EVP_DecodeUpdate(ctx, out, &n, (const unsigned char *)in, (int)len) >= 0 &&
+         EVP_DecodeFinal(ctx, out + n, &last) >= 0;
+    EVP_ENCODE_CTX_free(ctx);
+  }
+  if (!ctx)
+    luaL_error(L, "http: out of memory");
+  if (!ok)
+    luaL_error(L, "http: tls.%s is not base64", field);
+  if (n + last == 0)
+    luaL_error(L, "http: tls.%s is empty", field);
+  luaL_pushresultsize(&b, (size_t)(n + last));
+}
+
+/* tls.<file> or tls.<file>_data (one of them) into curl's option for it. */
+static void set_pem(lua_State *L, int tls, CURL *e, int i) {
+  static const struct {
+    const char *file, *data;
+    CURLoption file_opt, blob_opt;
+  } pem[] = {{"ca", "ca_data", CURLOPT_CAINFO, CURLOPT_CAINFO_BLOB},
+             {"cert", "cert_data", CURLOPT_SSLCERT, CURLOPT_SSLCERT_BLOB},
+             {"key", "key_data", CURLOPT_SSLKEY, CURLOPT_SSLKEY_BLOB}};
+  int fty = lua_getfield(L, tls, pem[i].file);
+  int dty = lua_getfield(L, tls, pem[i].data);
+  if (fty != LUA_TNIL && fty != LUA_TSTRING)
+    luaL_error(L, "http: tls.%s must be a file name", pem[i].file);
+  if (dty != LUA_TNIL && dty != LUA_TSTRING)
+    luaL_error(L, "http: tls.%s must be base64 text", pem[i].data);
+  if (fty == LUA_TSTRING && dty == LUA_TSTRING)
+    luaL_error(L, "http: tls.%s and tls.%s are both given: one or the other", pem[i].file,
+               pem[i].data);
+  if (fty == LUA_TSTRING)
+    curl_easy_setopt(e, pem[i].file_opt, lua_tostring(L, -2));
+  if (dty == LUA_TSTRING) {
+    push_base64(L, -1, pem[i].data);
+    struct curl_blob blob = {.flags = CURL_BLOB_COPY};
+    blob.data = (void *)lua_tolstring(L, -1, &blob.len);
+    curl_easy_setopt(e, pem[i].blob_opt, &blob);
+    if (pem[i].blob_opt == CURLOPT_SSLCERT_BLOB)
+      curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 2);
+}
+
+/*
+ * tls.server_name: the name the server's certificate carries where it is
+ * not the URL's host (a kubeconfig's tls-server-name, for an API server
+ * reached by address).  curl checks the URL's host, so the URL's host
+ * becomes server_name, for SNI and verification (and the Host header), and
+ * CURLOPT_CONNECT_TO still sends the connection to the URL's own host and
+ * port.  The URL is taken apart by curl's URL API, as curl itself reads it.
+ */
+static void set_server_name(lua_State *L, int tls, hc_xfer *x, const char *url) {
+  int ty = lua_getfield(L, tls, "server_name");
+  if (ty == LUA_TNIL) {
+    lua_pop(L, 1);
+    return;
+  }
+  if (ty != LUA_TSTRING || !*lua_tostring(L, -1))
+    luaL_error(L, "http: tls.server_name must be a host name");
+  const char *name = lua_tostring(L, -1);
+  CURLU *u = curl_url();
+  char *host = NULL, *port = NULL, *full = NULL, *to = NULL;
+  CURLUcode rc = u ? curl_url_set(u, CURLUPART_URL, url, CURLU_GUESS_SCHEME) : CURLUE_OUT_OF_MEMORY;
+  if (rc == CURLUE_OK)
+    rc = curl_url_get(u, CURLUPART_HOST, &host, 0);
+  if (rc == CURLUE_OK)
+    rc = curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
+  const char *failed = rc == CURLUE_OK ? NULL : "url";
+  if (!failed && (rc = curl_url_set(u, CURLUPART_HOST, name, 0)) != CURLUE_OK)
+    failed = "tls.server_name";
+  if (!failed && (rc = curl_url_get(u, CURLUPART_URL, &full, 0)) != CURLUE_OK)
+    failed = "url";
+  /* No Lua call until curl's strings are freed. */
+  size_t room = failed ? 0 : strlen(name) + strlen(host) + 2 * strlen(port) + 4;
+  struct curl_slist *n = NULL;
+  if (!failed && (to = malloc(room))) {
+    snprintf(to, room, "%s:%s:%s:%s", name, port, host, port);
+    n = curl_slist_append(x->connect_to, to);
+  }
+  if (n) {
+    x->connect_to = n;
+    curl_easy_setopt(x->easy, CURLOPT_URL, full);
+    curl_easy_setopt(x->easy, CURLOPT_CONNECT_TO, x->connect_to);
+  }
+  free(to);
+  curl_free(full);
+  curl_free(port);
+  curl_free(host);
+  curl_url_cleanup(u);
+  if (failed)
+    luaL_error(L, "http: tls.server_name %s with url %s: %s", name, url, curl_url_strerror(rc));
+  if (!n)
+    luaL_error(L, "http: out of memory");
+  lua_pop(L, 1);
+}
+
+/*
+ * tls = {...}: what an https:// request trusts and presents, for servers of
+ * a test's own CA such as a Kubernetes API server, in the forms a
+ * kubeconfig gives them: PEM files (ca, cert, key) or their base64 text
+ * (ca_data, cert_data, key_data), the name the server's certificate
+ * carries (server_name) and no verification at all (insecure).  curl
+ * copies strings and blobs; curl ignores all of it for http://.
+ */
+static void set_tls(lua_State *L, int t, hc_xfer *x, const char *url) {
   if (lua_getfield(L, t, "tls") == LUA_TNIL) {
     lua_pop(L, 1);
     return;
   }
   if (!lua_istable(L, -1))
-    luaL_error(L, "http: tls must be a table {ca=, cert=, key=}");
-  kv_check_options(L, lua_gettop(L), "http: tls", tls_keys);
-  static const CURLoption opts[] = {CURLOPT_CAINFO, CURLOPT_SSLCERT, CURLOPT_SSLKEY};
-  for (int i = 0; tls_keys[i]; i++) {
-    int ty = lua_getfield(L, -1, tls_keys[i]);
-    if (ty != LUA_TNIL && ty != LUA_TSTRING)
-      luaL_error(L, "http: tls.%s must be a file name", tls_keys[i]);
-    if (ty == LUA_TSTRING)
-      curl_easy_setopt(e, opts[i], lua_tostring(L, -1));
-    lua_pop(L, 1);
+    luaL_error(L, "http: tls must be a table {ca=, cert=, key=, ...}");
+  int tls = lua_gettop(L);
+  kv_check_options(L, tls, "http: tls", tls_keys);
+  for (int i = 0; i < 3; i++)
+    set_pem(L, tls, x->easy, i);
+  int ty = lua_getfield(L, tls, "insecure");
+  if (ty != LUA_TNIL && ty != LUA_TBOOLEAN)
+    luaL_error(L, "http: tls.insecure must be a boolean");
+  if (lua_toboolean(L, -1)) {
+    curl_easy_setopt(x->easy, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(x->easy, CURLOPT_SSL_VERIFYHOST, 0L);
   }
   lua_pop(L, 1);
+  set_server_name(L, tls, x, url);
+  lua_settop(L, tls - 1);
 }
 
 /* Push the body to send (nil if none); json= is encoded and typed. */
@@ -435,14 +595,22 @@ static void xfer_setup(lua_State *L, hc_xfer *x, int t) {
       luaL_error(L, "http: a request is a table or a URL string");
     if (lua_getfield(L, t, "url") != LUA_TSTRING)
       luaL_error(L, "http: url must be a string");
-    curl_easy_setopt(e, CURLOPT_URL, lua_tostring(L, -1));
+    const char *url = lua_tostring(L, -1);
+    curl_easy_setopt(e, CURLOPT_URL, url);
     if (lua_getfield(L, t, "method") != LUA_TNIL && !(method = lua_tostring(L, -1)))
       luaL_error(L, "http: method must be a string");
     int st = lua_getfield(L, t, "stream");
     if (st != LUA_TNIL && st != LUA_TFUNCTION)
       luaL_error(L, "http: stream must be a function");
     x->stream = st == LUA_TFUNCTION;
-    set_tls(L, t, e);
+    int lt = lua_getfield(L, t, "lines");
+    if (lt != LUA_TNIL && lt != LUA_TBOOLEAN)
+      luaL_error(L, "http: lines must be a boolean");
+    x->lines = lua_toboolean(L, -1);
+    if (x->lines && !x->stream)
+      luaL_error(L, "http: lines = true frames a streamed body: it needs stream = function");
+    x->framing.max = STREAM_LINE_MAX;
+    set_tls(L, t, x, url);
     int has_type = add_headers(L, t, x);
     push_body(L, t, x, has_type);
   }
@@ -581,7 +749,7 @@ static void push_result(lua_State *L, hc_xfer *x) {
     lua_setfield(L, -2, "err");
     return;
   }
-  lua_createtable(L, 0, 4);
+  lua_createtable(L, 0, 5);
   push_head(L, x);
   lua_setfield(L, -3, "headers");
   lua_setfield(L, -2, "status");
@@ -589,6 +757,10 @@ static void push_result(lua_State *L, hc_xfer *x) {
   lua_setfield(L, -2, "body");
   lua_pushcfunction(L, kvh_body_json);
   lua_setfield(L, -2, "json");
+  if (x->stopped) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "stopped");
+  }
 }
 
 /*
@@ -597,8 +769,33 @@ static void push_result(lua_State *L, hc_xfer *x) {
  */
 static int call_step(lua_State *L, hc_call *c);
 
+/* End x where it is, as if curl had finished it with result (and msg, if any, as curl's words). */
+static void xfer_end(hc_xfer *x, CURLcode result, const char *msg) {
+  hc_client *cl = x->call->cl;
+  if (x->in_multi && cl)
+    curl_multi_remove_handle(cl->multi, x->easy);
+  x->in_multi = 0;
+  x->done = 1;
+  x->result = result;
+  if (msg)
+    snprintf(x->errbuf, sizeof x->errbuf, "%s", msg);
+}
+
+/* A stream function returned (its result on top): exactly false ends its transfer. */
+static void stream_returned(lua_State *L, hc_call *c) {
+  hc_xfer *x = c->calling;
+  c->calling = NULL;
+  if (x && lua_isboolean(L, -1) && !lua_toboolean(L, -1)) {
+    x->stopped = 1;
+    x->pending.len = x->off = 0; /* no more calls */
+    xfer_end(x, CURLE_OK, NULL);
+  }
+  lua_pop(L, 1);
+}
+
 static int step_k(lua_State *L, int status, lua_KContext ctx) {
   (void)status;
+  stream_returned(L, (hc_call *)ctx);
   return call_step(L, (hc_call *)ctx);
 }
 
@@ -616,10 +813,51 @@ static void call_fill(lua_State *L, hc_call *c) {
   }
 }
 
-/* A transfer with queued stream bytes, if any. */
-static hc_xfer *call_chunk(hc_call *c) {
+/* Let curl deliver to a paused transfer again once its task caught up. */
+static void xfer_resume(hc_xfer *x) {
+  if (x->paused && x->in_multi && !xfer_full(x)) {
+    x->paused = 0;
+    curl_easy_pause(x->easy, CURLPAUSE_CONT); /* may queue more at once */
+  }
+}
+
+/*
+ * The next piece of x's body for its stream function, at *p: *n bytes to
+ * hand over, *used to drop once they are pushed.  That is everything
+ * queued, or with lines the next line (http_lines.c): the rest once the
+ * body ended well, never the cut rest of a failed transfer.  0 when x has
+ * none now; a line past the limit fails x.
+ */
+static int xfer_piece(hc_xfer *x, const char **p, size_t *n, size_t *used) {
+  size_t unread = x->pending.len - x->off;
+  *p = x->pending.p + x->off;
+  if (!x->lines) {
+    *n = *used = unread;
+    return unread > 0;
+  }
+  int end = x->done && x->result == CURLE_OK;
+  /* Past max without a newline is too long already: fail it now, not when more comes. */
+  if (!x->has_line && !x->paused && unread <= x->framing.max && !(end && unread > 0))
+    return 0;
+  switch (kvh_lines_next(&x->framing, *p, unread, end, n, used)) {
+  case KVH_LINE:
+    return 1;
+  case KVH_LINE_MORE:
+    x->has_line = 0;
+    xfer_resume(x);
+    return 0;
+  case KVH_LINE_TOO_LONG:
+    break;
+  }
+  x->pending.len = x->off = 0;
+  xfer_end(x, CURLE_WRITE_ERROR, "a line of the streamed body is longer than 16 MiB");
+  return 0;
+}
+
+/* A transfer with a piece for its stream function, if any (see xfer_piece). */
+static hc_xfer *call_piece(hc_call *c, const char **p, size_t *n, size_t *used) {
   for (int i = 0; i < c->nslots; i++)
-    if (c->slots[i] && c->slots[i]->pending.len > 0)
+    if (c->slots[i] && xfer_piece(c->slots[i], p, n, used))
       return c->slots[i];
   return NULL;
 }
@@ -652,22 +890,26 @@ static int call_step(lua_State *L, hc_call *c) {
     if (!c->cl)
       return luaL_error(L, "http: the client is closed");
     call_fill(L, c);
-    hc_xfer *x = call_chunk(c);
+    const char *p;
+    size_t n, used;
+    hc_xfer *x = call_piece(c, &p, &n, &used);
     if (x) {
       lua_geti(L, 1, x->index);
       lua_getfield(L, -1, "stream");
       lua_remove(L, -2);
-      lua_pushlstring(L, x->pending.p, x->pending.len);
-      x->pending.len = 0;
+      lua_pushlstring(L, p, n);
+      x->off += used;
+      assert(x->off <= x->pending.len);
+      if (x->off == x->pending.len)
+        x->pending.len = x->off = 0;
       lua_createtable(L, 0, 2); /* the head, so a relay can copy status and headers */
       push_head(L, x);
       lua_setfield(L, -3, "headers");
       lua_setfield(L, -2, "status");
-      if (x->paused && x->in_multi) {
-        x->paused = 0;
-        curl_easy_pause(x->easy, CURLPAUSE_CONT); /* may queue more at once */
-      }
-      lua_callk(L, 2, 0, (lua_KContext)c, step_k);
+      xfer_resume(x);
+      c->calling = x;
+      lua_callk(L, 2, 1, (lua_KContext)c, step_k);
+      stream_returned(L, c);
       continue;
     }
     if (call_collect(L, c) > 0)
@@ -720,10 +962,11 @@ static int call_run(lua_State *L, int concurrency, lua_KFunction k) {
 
 /* What a request spec may hold (http.request's table, each of http.batch's). */
 static const char *const request_keys[] = {"method",  "url",    "headers", "body", "json",
-                                           "timeout", "stream", "tls",     NULL};
-static const char *const get_keys[] = {"headers", "body", "json", "timeout", "stream", "tls", NULL};
-static const char *const post_keys[] = {"method",  "headers", "body", "json",
-                                        "timeout", "stream",  "tls",  NULL};
+                                           "timeout", "stream", "lines",   "tls",  NULL};
+static const char *const get_keys[] = {"headers", "body",  "json", "timeout",
+                                       "stream",  "lines", "tls",  NULL};
+static const char *const post_keys[] = {"method", "headers", "body", "json", "timeout",
+                                        "stream", "lines",   "tls",  NULL};
 static const char *const batch_keys[] = {"concurrency", "summary", NULL};
 
 const kv_option_keys kvh_client_options[] = {{"request", request_keys},
@@ -752,8 +995,8 @@ static int request_run(lua_State *L) {
 }
 
 /*
- * http.request{method, url, headers, body, json, timeout, stream} ->
- * {status, headers, body, json} | nil, err
+ * http.request{method, url, headers, body, json, timeout, stream, lines, tls} ->
+ * {status, headers, body, json [, stopped]} | nil, err
  */
 int kvh_request(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);

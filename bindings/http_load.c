@@ -872,8 +872,9 @@ int kvh_batch_summary(lua_State *L, int conc) {
     }
     if (lua_istable(L, -1)) {
       int stream = lua_getfield(L, -1, "stream") != LUA_TNIL;
-      int tls = lua_getfield(L, -2, "tls") != LUA_TNIL;
-      lua_pop(L, 2);
+      stream |= lua_getfield(L, -2, "lines") != LUA_TNIL; /* lines frame a stream */
+      int tls = lua_getfield(L, -3, "tls") != LUA_TNIL;
+      lua_pop(L, 3);
       if (stream || tls)
         return luaL_error(L, "%s: summary mode does not %s (request %d)", who,
                           stream ? "stream" : "speak TLS", i);

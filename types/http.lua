@@ -10,7 +10,8 @@
 ---@field body? string
 ---@field json? any  sent encoded, with Content-Type: application/json
 ---@field timeout? number  seconds for the whole transfer; default 30 times engine.time_scale(); 0 polls
----@field stream? fun(chunk: string, head: {status: integer, headers: table<string, string>})  the body as it arrives
+---@field stream? fun(chunk: string, head: {status: integer, headers: table<string, string>}): boolean?  the body as it arrives; returning false stops the transfer (result.stopped)
+---@field lines? boolean  with stream: one call per line of the body, without its "\n" (and a "\r" before it)
 ---@field tls? http.tls  https:// to a server of the test's own CA, with a client certificate
 
 ---The options of http.get(url, opts).
@@ -19,7 +20,8 @@
 ---@field body? string
 ---@field json? any
 ---@field timeout? number
----@field stream? fun(chunk: string, head: {status: integer, headers: table<string, string>})
+---@field stream? fun(chunk: string, head: {status: integer, headers: table<string, string>}): boolean?
+---@field lines? boolean
 ---@field tls? http.tls
 
 ---The options of http.post(url, body_or_opts).
@@ -29,14 +31,21 @@
 ---@field body? string
 ---@field json? any
 ---@field timeout? number
----@field stream? fun(chunk: string, head: {status: integer, headers: table<string, string>})
+---@field stream? fun(chunk: string, head: {status: integer, headers: table<string, string>}): boolean?
+---@field lines? boolean
 ---@field tls? http.tls
 
----PEM files for an https:// request (http.request's tls).
+---What an https:// request trusts and presents (http.request's tls), as a kubeconfig gives it:
+---each PEM as a file or as its base64 text (one or the other).
 ---@class http.tls
----@field ca? string  the CA certificates to trust instead of the system's store
----@field cert? string  a client certificate to present
----@field key? string  its private key
+---@field ca? string  a PEM file of the CA certificates to trust instead of the system's store
+---@field cert? string  a PEM file of a client certificate to present
+---@field key? string  a PEM file of its private key
+---@field ca_data? string  base64 of the CA's PEM text (certificate-authority-data); line breaks allowed
+---@field cert_data? string  base64 of the client certificate's PEM text (client-certificate-data)
+---@field key_data? string  base64 of its key's PEM text (client-key-data)
+---@field server_name? string  the name the server's certificate carries, when not the URL's host (tls-server-name)
+---@field insecure? boolean  no check of the server's certificate or name (insecure-skip-tls-verify)
 
 ---The options of http.batch(requests, opts).
 ---@class http.options.batch
@@ -66,7 +75,8 @@
 ---@class HttpResult
 ---@field status integer
 ---@field headers table<string, string>  lower-case names; repeated headers joined with ", "
----@field body string
+---@field body string  "" when streamed
+---@field stopped? true  a stream function returned false: the transfer ended there
 local HttpResult = {}
 
 ---Decodes body; raises when it is not JSON.

@@ -426,6 +426,10 @@ function KvStack:diagnose(dir) end
 ---@return RedisConnection
 function KvStack:redis() end
 
+---A client of the cluster the stack runs on, its default namespace the stack's (needs kube_api).
+---@return KubeClient
+function KvStack:kube() end
+
 ---What the pod's bridge and runtime counted (needs event_stats).
 ---@param pod string
 ---@return {bridge: table?, runtime: table?, errors: table}

@@ -1,13 +1,15 @@
 # fuzz.mk - the libFuzzer targets (included by the Makefile): the KV-event
-# decoder and the HTTP request parser.
+# decoder, the HTTP request parser and the line framing of streamed bodies.
 #
 #   make fuzz-events                 build build/fuzz/fuzz_events, fuzz for FUZZ_TIME s (10)
 #   make fuzz-http                   build build/fuzz/fuzz_http, fuzz for FUZZ_TIME s
+#   make fuzz-lines                  build build/fuzz/fuzz_lines, fuzz for FUZZ_TIME s
 #   make fuzz-events FUZZ_TIME=600   longer
 #
 # libFuzzer comes with clang, so FUZZ_CC defaults to clang whatever CC is.  A
 # run works on a copy of the target's seed corpus (bindings/fuzz/corpus/events,
-# regenerated with bindings/fuzz/gen_corpus.lua, or bindings/fuzz/corpus/http),
+# regenerated with bindings/fuzz/gen_corpus.lua, bindings/fuzz/corpus/http or
+# bindings/fuzz/corpus/lines),
 # so new inputs do not land in the tree; crashes are written to build/fuzz/.
 
 FUZZ_CC     ?= clang
@@ -26,7 +28,7 @@ MSGPACK_LIBS   ?= $(shell pkg-config --libs msgpack)
 CRYPTO_CFLAGS  ?= $(shell pkg-config --cflags libcrypto)
 CRYPTO_LIBS    ?= $(shell pkg-config --libs libcrypto)
 
-.PHONY: fuzz-events fuzz-http
+.PHONY: fuzz-events fuzz-http fuzz-lines
 
 $(FUZZ_DIR)/fuzz_events: bindings/fuzz/fuzz_events.c $(FUZZ_KV_SRC) bindings/kv.h engine/engine.h
 	@mkdir -p $(FUZZ_DIR)
@@ -37,6 +39,11 @@ $(FUZZ_DIR)/fuzz_events: bindings/fuzz/fuzz_events.c $(FUZZ_KV_SRC) bindings/kv.
 $(FUZZ_DIR)/fuzz_http: bindings/fuzz/fuzz_http.c bindings/http_parse.c bindings/http_parse.h
 	@mkdir -p $(FUZZ_DIR)
 	$(FUZZ_COMPILE) -o $@ bindings/fuzz/fuzz_http.c bindings/http_parse.c -lhttp_parser
+
+# The line framing is pure: bindings/http_lines.c alone.
+$(FUZZ_DIR)/fuzz_lines: bindings/fuzz/fuzz_lines.c bindings/http_lines.c bindings/http_lines.h
+	@mkdir -p $(FUZZ_DIR)
+	$(FUZZ_COMPILE) -o $@ bindings/fuzz/fuzz_lines.c bindings/http_lines.c
 
 # $(call fuzz_run,NAME,MAX_LEN): build/fuzz/fuzz_NAME for FUZZ_TIME s, on a
 # fresh copy of bindings/fuzz/corpus/NAME, inputs up to MAX_LEN bytes.
@@ -53,3 +60,6 @@ fuzz-events: $(FUZZ_DIR)/fuzz_events
 
 fuzz-http: $(FUZZ_DIR)/fuzz_http
 	$(call fuzz_run,http,8192)
+
+fuzz-lines: $(FUZZ_DIR)/fuzz_lines
+	$(call fuzz_run,lines,4096)

@@ -1,5 +1,6 @@
--- The fuzz targets, run briefly on their seed corpora: the KV-event decoder
--- and the HTTP server's request path must survive arbitrary bytes.  `make
+-- The fuzz targets, run briefly on their seed corpora: the KV-event decoder,
+-- the HTTP server's request path and the line framing of a streamed body
+-- (a watch read with lines = true) must survive arbitrary bytes.  `make
 -- test` builds them (clang's libFuzzer) into $KVENGINE_FUZZ_DIR; `make
 -- fuzz-events` / `make fuzz-http FUZZ_TIME=600` run them longer.
 
@@ -11,6 +12,7 @@ local SECONDS = 5
 local targets = {
   { name = "events", corpus = "bindings/fuzz/corpus/events", max_len = 4096 },
   { name = "http", corpus = "bindings/fuzz/corpus/http", max_len = 8192 },
+  { name = "lines", corpus = "bindings/fuzz/corpus/lines", max_len = 4096 },
 }
 
 for _, t in ipairs(targets) do

@@ -747,7 +747,7 @@ print("port", srv.server_address[1], flush=True)
 srv.serve_forever()
 ]]
 
--- A CA, a serving certificate for 127.0.0.1 and a client certificate
+-- A CA, a serving certificate for 127.0.0.1 and kube.test and a client certificate
 -- (CN "tester") in dir, made by openssl.
 local function make_certs(dir)
   local function req(name, extra)
@@ -761,7 +761,8 @@ local function make_certs(dir)
   end
   local signed = { "-CA", dir .. "/ca.crt", "-CAkey", dir .. "/ca.key", "-addext", "basicConstraints=CA:FALSE" }
   req("ca", { "-subj", "/CN=test-ca", "-addext", "basicConstraints=critical,CA:TRUE" })
-  req("server", { "-subj", "/CN=server", "-addext", "subjectAltName=IP:127.0.0.1", table.unpack(signed) })
+  req("server", { "-subj", "/CN=server", "-addext", "subjectAltName=IP:127.0.0.1,DNS:kube.test",
+    table.unpack(signed) })
   req("client", { "-subj", "/CN=tester", table.unpack(signed) })
 end
 
@@ -785,4 +786,259 @@ test("tls: a server of a test's own CA, with a client certificate", function()
   expect(function() http.batch({ { url = url, tls = tls } }, { summary = true }) end)
     :raises("summary mode does not speak TLS")
   fs.remove_tree(dir)
+end)
+
+-- The base64 text of a file, as a kubeconfig's *-data fields hold it: one
+-- line, or (wrapped) broken every 64 characters.
+local function base64_of(file, wrapped)
+  local argv = { "openssl", "base64", "-in", file }
+  if not wrapped then argv[#argv + 1] = "-A" end
+  local code, out, err = proc.run { argv = argv, timeout = 20 }
+  expect(code):eq(0, "openssl base64 failed: " .. tostring(err))
+  return out
+end
+
+test("tls: the PEM text inline as base64, the server's name, no verification", function()
+  need_python()
+  local dir = fs.tmpdir()
+  make_certs(dir)
+  local p <close>, port = python_server { PY, "-c", PY_TLS_SERVER, dir }
+  local url = "https://127.0.0.1:" .. port .. "/"
+  local data = { ca_data = base64_of(dir .. "/ca.crt"), cert_data = base64_of(dir .. "/client.crt", true),
+    key_data = base64_of(dir .. "/client.key", true) }
+  expect(data.cert_data):contains("\n", "the wrapped form has line breaks")
+  expect(assert(http.get(url, { tls = data })).body):eq("tester", "ca, cert and key from their base64 text")
+  local mixed = { ca = dir .. "/ca.crt", cert_data = data.cert_data, key = dir .. "/client.key" }
+  expect(assert(http.get(url, { tls = mixed })).body):eq("tester", "files and data mixed")
+  local named = { ca_data = data.ca_data, cert_data = data.cert_data, key_data = data.key_data,
+    server_name = "kube.test" }
+  expect(assert(http.get(url, { tls = named })).body):eq("tester", "the certificate's DNS name, reached by address")
+  named.server_name = "other.test"
+  local none, err = http.get(url, { tls = named })
+  expect(none):is_nil("a name the certificate does not carry is refused")
+  expect(err):matches("other%.test", "curl names the name it checked")
+  local insecure = { insecure = true, cert_data = data.cert_data, key_data = data.key_data }
+  expect(assert(http.get(url, { tls = insecure })).body):eq("tester", "no CA needed without verification")
+  insecure.server_name = "other.test"
+  expect(assert(http.get(url, { tls = insecure })).body):eq("tester", "nor a matching name")
+  local _, err2 = http.get(url, { tls = { cert_data = data.cert_data, key_data = data.key_data } })
+  expect(err2):matches("certificate", "verification is still the default")
+  fs.remove_tree(dir)
+end)
+
+test("tls: options over http:// are accepted and change nothing but the name", function()
+  local srv <close>, base = serve(echo)
+  local r = assert(http.get(base .. "/plain?x=1", { tls = { insecure = true, server_name = "kube.test" } }))
+  expect(r.status):eq(200)
+  local j = r:json()
+  expect(j.path):eq("/plain")
+  expect(j.query):eq("x=1")
+  expect(j.headers.host):eq("kube.test:" .. srv:port(), "the URL's host is the name; the address is the URL's")
+  local v6 = http.listen { host = "::1", port = 0, handler = echo }
+  if v6 then -- where the machine has IPv6 loopback
+    local r6 = assert(http.get("http://[::1]:" .. v6:port() .. "/v6", { tls = { server_name = "kube.test" } }))
+    expect(r6:json().path):eq("/v6", "connected to [::1] by its bracketed address")
+    v6:close()
+  end
+  local pem = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==" -- "-----BEGIN CERTIFICATE-----\n"
+  expect(assert(http.get(base .. "/", { tls = { ca_data = pem } })).status):eq(200, "base64 accepted")
+end)
+
+test("tls: option errors raise, naming the field", function()
+  local url = "https://127.0.0.1:1/"
+  local good = "QUJD" -- "ABC"
+  local cases = {
+    { { ca = "/x", ca_data = good }, "http: tls%.ca and tls%.ca_data are both given" },
+    { { cert = "/x", cert_data = good }, "tls%.cert and tls%.cert_data are both given" },
+    { { key = "/x", key_data = good }, "tls%.key and tls%.key_data are both given" },
+    { { ca_data = "not base64!" }, "http: tls%.ca_data is not base64" },
+    { { cert_data = "-----BEGIN CERTIFICATE-----\nMIIB\n" }, "http: tls%.cert_data is not base64" },
+    { { key_data = "QUJDRA" }, "http: tls%.key_data is not base64" },
+    { { ca_data = "QU=JD" }, "http: tls%.ca_data is not base64" },
+    { { ca_data = " \n" }, "http: tls%.ca_data is empty" },
+    { { ca_data = 42 }, "tls%.ca_data must be base64 text" },
+    { { insecure = "yes" }, "tls%.insecure must be a boolean" },
+    { { server_name = "" }, "tls%.server_name must be a host name" },
+    { { server_name = "bad name" }, "tls%.server_name bad name" },
+    { { ca_dat = good }, "unknown option `ca_dat`; did you mean `ca_data`%?" },
+    { { servername = "x" }, "unknown option `servername`; did you mean `server_name`%?" },
+  }
+  for _, c in ipairs(cases) do
+    expect(function() http.get(url, { tls = c[1] }) end):raises(c[2])
+  end
+  expect(function() http.request { url = "no url at all", tls = { server_name = "x" } } end)
+    :raises("tls%.server_name x with url no url at all")
+  expect(function() http.batch({ { url = url, tls = { ca_data = "!" } } }) end):raises("tls%.ca_data is not base64")
+end)
+
+-- ------------------------------------------------------- lines and stopping
+
+-- A server whose handler writes the pieces of ?case= one res:write each,
+-- pausing between them so the client reads them apart.
+local function pieces_server(cases)
+  return serve(function(req, res)
+    if req.path == "/alive" then return res:finish("ok") end
+    for _, piece in ipairs(cases[req.query:match("case=(%w+)")]) do
+      assert(res:write(piece))
+      sleep(0.01)
+    end
+    res:finish()
+  end)
+end
+
+-- GET url with lines = true; returns the lines, the heads and the result.
+local function get_lines(url, opts)
+  local lines, heads = {}, {}
+  opts = opts or {}
+  opts.lines = true
+  opts.stream = function(line, head)
+    lines[#lines + 1] = line
+    heads[#heads + 1] = head
+  end
+  local r, err = http.get(url, opts)
+  return lines, heads, r, err
+end
+
+test("lines: one call per line, however the body is split", function()
+  local srv <close>, base = pieces_server {
+    odd = { '{"a":', '1}\n{"b"', ':2}\r', '\n', '\n', 'x', 'y\nla', 'st' },
+    ends = { "one\ntw", "o\n" },
+    crlf = { "a\r\n", "\r\nb\r", "\r\n" },
+    empty = {},
+  }
+  local lines, heads, r = get_lines(base .. "/?case=odd")
+  expect(r.status):eq(200)
+  expect(r.body):eq("")
+  expect(r.stopped):is_nil("not stopped")
+  expect(lines):eq({ '{"a":1}', '{"b":2}', "", "xy", "last" }, "the last unterminated piece comes too")
+  expect(heads[1].status):eq(200)
+  expect(heads[5].headers["transfer-encoding"]):eq("chunked")
+  expect((get_lines(base .. "/?case=ends"))):eq({ "one", "two" }, "a final newline makes no empty line")
+  expect((get_lines(base .. "/?case=crlf"))):eq({ "a", "", "b\r" }, "one \r before each \n is stripped")
+  expect((get_lines(base .. "/?case=empty"))):eq({}, "an empty body: no call")
+end)
+
+test("lines: thousands of lines in arbitrary pieces, read by a slow reader", function()
+  local want, body = {}, {}
+  local seed = 12345
+  local function rand(n) -- a fixed sequence: the test is the same every run
+    seed = (seed * 1103515245 + 12345) % 2147483648
+    return seed % n
+  end
+  for i = 1, 4000 do
+    want[i] = ("%d:"):format(i) .. string.rep(string.char(97 + i % 26), rand(700))
+    body[i] = want[i] .. (i % 3 == 0 and "\r\n" or "\n")
+  end
+  local text = table.concat(body) -- about 1.4 MiB: more than the client queues before it pauses curl
+  local srv <close>, base = serve(function(_, res)
+    local at = 1
+    while at <= #text do
+      local n = 1 + rand(3000)
+      assert(res:write(text:sub(at, at + n - 1)))
+      at = at + n
+    end
+    res:finish()
+  end)
+  local got, slow = {}, true
+  local r = assert(http.request { url = base .. "/", lines = true, timeout = 60, stream = function(line)
+    if slow then
+      sleep(0.5) -- the server writes everything meanwhile: the client queues and pauses curl
+      slow = false
+    end
+    got[#got + 1] = line
+  end })
+  expect(r.status):eq(200)
+  expect(#got):eq(#want)
+  for i = 1, #want do
+    if got[i] ~= want[i] then expect(got[i]):eq(want[i], "line " .. i) end
+  end
+end)
+
+test("lines: a line longer than the queue limit arrives whole; one past 16 MiB fails", function()
+  local big = string.rep("z", 3 << 20)
+  local released = false
+  local srv <close>, base = serve(function(req, res)
+    if req.path == "/alive" then return res:finish("ok") end
+    if req.path == "/big" then return res:finish("a\n" .. big .. "\nb") end
+    local chunk = string.rep("q", 1 << 20)
+    for _ = 1, req.path == "/stall" and 16 or 18 do
+      if not res:write(chunk) then return end
+    end
+    if req.path == "/stall" then -- 2 bytes past the limit, then nothing until the test ends
+      res:write("qq")
+      while not released do sleep(0.05) end
+    end
+    res:finish("\n")
+  end)
+  local lines = get_lines(base .. "/big")
+  expect(#lines):eq(3, "a 3 MiB line, though the client pauses curl past 1 MiB queued")
+  expect(lines[2] == big):is_true("the long line is whole")
+  expect(lines[3]):eq("b")
+  local too_long = "http: a line of the streamed body is longer than 16 MiB"
+  local got, _, r, err = get_lines(base .. "/huge", { timeout = 60 })
+  expect(r):is_nil()
+  expect(err):eq(too_long)
+  expect(#got):eq(0)
+  local _, _, _, err2 = get_lines(base .. "/stall", { timeout = 20 })
+  released = true
+  expect(err2):eq(too_long, "known as soon as the bytes are there, not when the request times out")
+  local res = http.batch { { url = base .. "/huge", lines = true, stream = function() end, timeout = 60 } }
+  expect(res[1].err):eq(too_long, "a batch's result")
+  still_serves(base)
+end)
+
+test("a stream function that returns false ends the transfer: stopped, no more calls", function()
+  local write_failed
+  local srv <close>, base = serve(function(req, res)
+    if req.path == "/alive" then return res:finish("ok") end
+    res:header("X-Watch", "yes")
+    for i = 1, 200 do
+      if not res:write(("event %d\n"):format(i)) then
+        write_failed = i
+        return
+      end
+      sleep(0.02)
+    end
+    res:finish()
+  end)
+  local calls = 0
+  local r, err = http.request { url = base .. "/watch", lines = true, stream = function(line)
+    calls = calls + 1
+    if line == "event 3" then return false end
+    return nil -- anything but false goes on
+  end }
+  expect(err):is_nil()
+  expect(r.stopped):eq(true)
+  expect(r.status):eq(200)
+  expect(r.headers["x-watch"]):eq("yes")
+  expect(r.body):eq("")
+  expect(calls):eq(3, "no call after the one that returned false")
+  eventually(function() return write_failed end, { timeout = 5 })
+  expect(write_failed):lt(200, "the server saw the connection close")
+  -- without lines, and from a stream function that waited first
+  local chunks = 0
+  local r2 = assert(http.request { url = base .. "/watch", stream = function()
+    chunks = chunks + 1
+    sleep(0.01)
+    return false
+  end })
+  expect(r2.stopped):eq(true)
+  expect(chunks):eq(1)
+  -- in a batch, only that request stops
+  local res = http.batch { { url = base .. "/watch", stream = function() return false end }, base .. "/alive" }
+  expect(res[1].stopped):eq(true)
+  expect(res[2].body):eq("ok")
+  expect(res[2].stopped):is_nil()
+  still_serves(base)
+end)
+
+test("lines: option errors raise", function()
+  expect(function() http.request { url = "http://x/", lines = true } end)
+    :raises("http: lines = true frames a streamed body: it needs stream = function")
+  expect(function() http.get("http://x/", { lines = 1, stream = function() end }) end)
+    :raises("http: lines must be a boolean")
+  expect(function() http.get("http://x/", { line = true }) end)
+    :raises("http%.get: unknown option `line`; did you mean `lines`%?")
+  expect(function() http.batch({ { url = "http://127.0.0.1:1/", lines = true } }, { summary = true }) end)
+    :raises("summary mode does not stream")
 end)

@@ -299,8 +299,21 @@ end)
 
 test("a watch from a resourceVersion too old for the server (410 Gone) lists again and goes on", START, function()
   local k = admin()
+  local c = control_plane()
   local ns = namespace(k)
-  assert(k:create { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "existing", namespace = ns } })
+  local made = assert(k:create { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "existing", namespace = ns } })
+  -- history before this object is compacted away in etcd, as the API server does every few minutes
+  local r = assert(http.post(c.etcd .. "/v3/kv/compaction", { json = { revision = made.metadata.resourceVersion,
+    physical = true } }))
+  expect(r.status):eq(200, "etcd compacted its history: " .. r.body)
+  -- and the API server's watch cache, which still holds it, starts afresh
+  local restarted = false
+  engine.spawn_in(FILE, function()
+    c:stop({ "kube-apiserver" })
+    c:start_apiserver()
+    restarted = true
+  end)
+  eventually(function() return restarted end, { timeout = 120, interval = 0.05 })
   create_later(k, ns, "new", 0.5)
   local seen = {}
   local value = assert(k:watch("configmaps", { namespace = ns, timeout = 20, resource_version = "1" },
@@ -319,7 +332,8 @@ test("a watch across a restart of the API server resumes and misses nothing", ST
   local k = admin()
   local c = control_plane()
   local ns = namespace(k)
-  spawn(function()
+  -- the new API server belongs to the file, as the first did, not to this test
+  engine.spawn_in(FILE, function()
     sleep(0.3)
     c:stop({ "kube-apiserver" })
     c:start_apiserver()

@@ -5,11 +5,11 @@
 --   build/kvengine serve ci/kind/cleanup.lua [--context kind-kvengine] --older-than 6h
 --
 -- ci/kind/run.sh runs the first for its own run when the suite ends. Exit 0
--- when every deletion was issued, 1 when kubectl failed, 2 on bad usage.
+-- when every deletion was issued, 1 when the API server refused or did not answer, 2 on bad usage.
 
 local cleanup = require("kube.cleanup")
 local cluster = require("kube.cluster")
-local K = require("kube.kubectl")
+local kube = require("kube")
 
 local USAGE = "usage: kvengine serve ci/kind/cleanup.lua [--context CONTEXT] (--run ID | --older-than DURATION)"
 
@@ -36,8 +36,12 @@ while arg[i] do
 end
 if not o.run and not o.older_than then usage("say whose namespaces: --run or --older-than") end
 
-local c = K.new { context = o.context }
-local ok, deleted, kept = pcall(cleanup.sweep, c, { run = o.run, older_than = o.older_than })
+local k, err = kube.client { context = o.context }
+if not k then
+  io.stderr:write("cleanup: ", tostring(err), "\n")
+  os.exit(1)
+end
+local ok, deleted, kept = pcall(cleanup.sweep, k, { run = o.run, older_than = o.older_than })
 if not ok then
   io.stderr:write("cleanup: ", tostring(deleted), "\n")
   os.exit(1)

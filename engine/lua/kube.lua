@@ -154,7 +154,7 @@ local function answer(what, r, err)
   return nil, string.format("kube: %s: %s (%s %s)", what, tostring(st.message), tostring(st.code or r.status),
     tostring(st.reason or "")), st
 end
-M.answer = answer
+M._answer = answer
 
 -- ------------------------------------------------------------ discovery
 
@@ -291,7 +291,7 @@ function C:get(ref, name, o)
 end
 
 -- The query of a list or watch: its selectors.
-function M.list_query(o)
+function M._list_query(o)
   return { labelSelector = selector(o.labels), fieldSelector = selector(o.fields) }
 end
 
@@ -301,7 +301,7 @@ function C:list(ref, o)
   local res, err, st = self:resource(ref)
   if not res then return nil, err, st end
   local ns = not o.all_namespaces and self:ns_for(res, o) or nil
-  return answer(words("get", res, nil, ns), self:request { path = self:path(res, ns), query = M.list_query(o),
+  return answer(words("get", res, nil, ns), self:request { path = self:path(res, ns), query = M._list_query(o),
     timeout = o.timeout })
 end
 
@@ -329,8 +329,10 @@ function C:apply(obj, o)
   local name = object_name(obj)
   if not name then error("kube: apply: the object has no metadata.name", 2) end
   local ns = self:ns_for(res, o, obj)
+  -- JSON is YAML, but for cjson's "\/", an escape YAML does not have
+  local body = json.encode(obj):gsub("\\/", "/")
   return answer(words("apply --server-side", res, name, ns), self:request { method = "PATCH",
-    path = self:path(res, ns, name), json = obj, content_type = "application/apply-patch+yaml",
+    path = self:path(res, ns, name), body = body, content_type = "application/apply-patch+yaml",
     query = { fieldManager = o.field_manager or self.field_manager, force = o.force and "true" or nil,
       dryRun = o.dry_run and "All" or nil },
     timeout = o.timeout })

@@ -43,7 +43,7 @@ end
 
 -- The selectors of a watch: opts' own, and name as a field selector.
 local function query_of(kube, o)
-  local q = kube.list_query(o)
+  local q = kube._list_query(o)
   if o.name then
     local f = "metadata.name=" .. o.name
     q.fieldSelector = q.fieldSelector and (q.fieldSelector .. "," .. f) or f
@@ -76,7 +76,7 @@ local function relist(w)
   for k, v in pairs(w.query) do q[k] = v end
   local remaining = w.deadline - now()
   if remaining <= 0 then return nil, "timeout" end
-  local list, err, st = w.kube.answer(w.what .. " (its list)", w.k:request { path = w.k:path(w.res, w.ns),
+  local list, err, st = w.kube._answer(w.what .. " (its list)", w.k:request { path = w.k:path(w.res, w.ns),
     query = q, timeout = remaining })
   if not list then return nil, err, st end
   w.rv = list.metadata and list.metadata.resourceVersion
@@ -164,7 +164,7 @@ local function follow(w)
       pause = RETRY_MIN
     elseif r and r.status ~= 200 then
       r.body = table.concat(err, "\n")
-      return w.kube.answer(w.what, r)
+      return w.kube._answer(w.what, r)
     elseif not r then
       -- the server went away (a restart): open the stream again from w.rv
       w.k:note(string.format("%s: the stream failed (%s); reopening from resourceVersion %s", w.what, tostring(err),
