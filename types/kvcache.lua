@@ -275,8 +275,12 @@ function KvStack:pods() end
 function KvStack:groups() end
 
 ---The endpoints, as `kvengine up --json` prints them.
----@return {target: string, model: string, namespace: string, router: string, metrics: string, debug: string?, redis: {host: string?, port: integer?}, pods: KvPod[], logs: string}
+---@return {target: string, model: string, namespace: string, router: string, metrics: string, debug: string?, redis: {host: string?, port: integer?}, pods: KvPod[], logs: string, pods_ready_at: number?, kube: {kubeconfig: string?, context: string, namespace: string}?}
 function KvStack:endpoints() end
+
+---Where the stack's cluster is (kubeconfig, context, namespace), where the target is a cluster; nil elsewhere.
+---@return {kubeconfig: string?, context: string, namespace: string}?
+function KvStack:kube_endpoint() end
 
 ---A prompt's tokens, asked from a pod's /tokenize as the router asks it.
 ---@param o kvcache.options.tokens

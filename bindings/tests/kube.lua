@@ -84,10 +84,13 @@ local function base64_of(path)
   return out
 end
 
-local function config_of(server, cluster, user, ctx)
-  return { apiVersion = "v1", kind = "Config", ["current-context"] = ctx and ctx.name or "c",
-    clusters = { { name = "k", cluster = cluster } }, users = { { name = "u", user = user } },
-    contexts = { ctx or { name = "c", context = { cluster = "k", user = "u" } } }, _server = server }
+-- A client of a kubeconfig (dir/<name>.yaml) of one cluster and one user.
+local function client_of(name, cluster, user, o)
+  o = o or {}
+  o.kubeconfig = write_kubeconfig(dir .. "/" .. name .. ".yaml", { apiVersion = "v1", kind = "Config",
+    ["current-context"] = "c", clusters = { { name = "k", cluster = cluster } }, users = { { name = "u", user = user } },
+    contexts = { { name = "c", context = { cluster = "k", user = "u" } } } })
+  return assert(kube.client(o))
 end
 
 -- ------------------------------------------------------------ kubeconfig (no server)
@@ -353,10 +356,8 @@ end)
 test("a server whose certificate the kubeconfig's CA did not sign is refused, with curl's reason", START, function()
   local c = control_plane()
   local other = assert(pki.ca(fs.tmpdir()))
-  local path = write_kubeconfig(dir .. "/bad-ca.yaml", config_of(nil, { server = c.server,
-    ["certificate-authority"] = other.cert }, { ["client-certificate"] = c.pki.admin.cert,
-    ["client-key"] = c.pki.admin.key }))
-  local k = assert(kube.client { kubeconfig = path })
+  local k = client_of("bad-ca", { server = c.server, ["certificate-authority"] = other.cert },
+    { ["client-certificate"] = c.pki.admin.cert, ["client-key"] = c.pki.admin.key })
   local t0 = now()
   local r, err = k:get("namespaces", "default")
   expect(r):is_nil()
@@ -368,22 +369,20 @@ test("tls-server-name: the certificate is checked against that name, and a wrong
   local c = control_plane()
   local user = { ["client-certificate-data"] = base64_of(c.pki.admin.cert),
     ["client-key-data"] = base64_of(c.pki.admin.key) }
-  local good = write_kubeconfig(dir .. "/sni.yaml", config_of(nil, { server = c.server,
-    ["certificate-authority-data"] = base64_of(c.ca), ["tls-server-name"] = "kubernetes.default.svc" }, user))
-  local k = assert(kube.client { kubeconfig = good })
-  expect((assert(k:get("namespaces", "default"))).metadata.name):eq("default",
+  local function named(name)
+    return client_of("sni-" .. name, { server = c.server, ["certificate-authority-data"] = base64_of(c.ca),
+      ["tls-server-name"] = name }, user)
+  end
+  expect((assert(named("kubernetes.default.svc"):get("namespaces", "default"))).metadata.name):eq("default",
     "the -data credentials and the server name the certificate carries work")
-  local bad = write_kubeconfig(dir .. "/sni-bad.yaml", config_of(nil, { server = c.server,
-    ["certificate-authority-data"] = base64_of(c.ca), ["tls-server-name"] = "not-the-apiserver" }, user))
-  local r, err = assert(kube.client { kubeconfig = bad }):get("namespaces", "default")
+  local r, err = named("not-the-apiserver"):get("namespaces", "default")
   expect(r):is_nil()
   expect(err):contains("not-the-apiserver", "the name the certificate does not carry is refused")
 end)
 
 test("an unreachable server is a clear error at once; one that never answers times out, no hang", START, function()
-  local path = write_kubeconfig(dir .. "/closed.yaml", config_of(nil, { server = "https://127.0.0.1:1",
-    ["insecure-skip-tls-verify"] = true }, { token = "x" }))
-  local k = assert(kube.client { kubeconfig = path })
+  local k = client_of("closed", { server = "https://127.0.0.1:1", ["insecure-skip-tls-verify"] = true },
+    { token = "x" })
   local t0 = now()
   local r, err = k:get("namespaces", "default")
   expect(r):is_nil()
@@ -391,9 +390,7 @@ test("an unreachable server is a clear error at once; one that never answers tim
   expect(now() - t0):lt(5, "at once")
   -- a listener that accepts and never answers
   local srv = assert(http.listen { host = "127.0.0.1", port = 0, handler = function() sleep(30) end })
-  path = write_kubeconfig(dir .. "/silent.yaml", config_of(nil, { server = "http://127.0.0.1:" .. srv:port() },
-    { token = "x" }))
-  k = assert(kube.client { kubeconfig = path, timeout = 0.5 })
+  k = client_of("silent", { server = "http://127.0.0.1:" .. srv:port() }, { token = "x" }, { timeout = 0.5 })
   t0 = now()
   r, err = k:get("namespaces", "default")
   expect(r):is_nil()
@@ -406,9 +403,8 @@ test("a bearer token the server does not know is 401, one without rights is 403,
   START, function()
   local c = control_plane()
   local k = admin()
-  local path = write_kubeconfig(dir .. "/token.yaml", config_of(nil, { server = c.server,
-    ["certificate-authority"] = c.ca }, { token = "not-a-token" }))
-  local r, err, st = assert(kube.client { kubeconfig = path }):get("namespaces", "default")
+  local cluster = { server = c.server, ["certificate-authority"] = c.ca }
+  local r, err, st = client_of("token", cluster, { token = "not-a-token" }):get("namespaces", "default")
   expect(r):is_nil()
   expect(st and st.code):eq(401, "an unknown token is Unauthorized: " .. tostring(err))
   local ns = namespace(k)
@@ -417,9 +413,7 @@ test("a bearer token the server does not know is 401, one without rights is 403,
     json = { apiVersion = "authentication.k8s.io/v1", kind = "TokenRequest", spec = { expirationSeconds = 600 } } })
   expect(resp.status):eq(201, "the TokenRequest was granted")
   local token = json.decode(resp.body).status.token
-  path = write_kubeconfig(dir .. "/sa.yaml", config_of(nil, { server = c.server, ["certificate-authority"] = c.ca },
-    { token = token }))
-  r, err, st = assert(kube.client { kubeconfig = path }):get("namespaces", "default")
+  r, err, st = client_of("sa", cluster, { token = token }):get("namespaces", "default")
   expect(r):is_nil()
   expect(st and st.code):eq(403, "a service account without rights is Forbidden")
   expect(err):contains("system:serviceaccount:" .. ns .. ":nobody", "the server names who was refused")
