@@ -158,10 +158,18 @@ function KubeClient:watch(ref, opts, handler) end
 ---@return any, string?, table?
 function KubeClient:wait(ref, opts, predicate) end
 
----One request to the API server with the client's credentials (http's response).
+---One request to the API server with the client's credentials (http's response);
+---what, the kubectl words of the call, goes into the log line beside the request.
 ---@param opts kube.options.request
+---@param what? string
 ---@return HttpResult?, string?
-function KubeClient:request(opts) end
+function KubeClient:request(opts, what) end
+
+---request(opts, what), its answer decoded: the object | nil, err, status.
+---@param what string  the call as kubectl words it: "get pods p1 -n x"
+---@param opts kube.options.request
+---@return table?, string?, table?
+function KubeClient:call(what, opts) end
 
 ---A client of the same cluster whose default namespace is ns.
 ---@param ns string

@@ -115,7 +115,7 @@ end
 -- request{method, path, query, body | json, content_type, accept, timeout,
 -- stream, lines} -> http's response | nil, err: one call to the API server,
 -- with the client's credentials, given to the log.
-function C:request(o)
+function C:request(o, what)
   engine.check_options("kube: request", o, REQUEST_KEYS)
   local headers = { Accept = o.accept or "application/json" }
   if self.token then headers.Authorization = "Bearer " .. self.token end
@@ -127,7 +127,8 @@ function C:request(o)
   local t0 = now()
   local r, err = http.request { method = method, url = url, headers = headers, body = body,
     timeout = o.timeout or self.timeout, tls = self.tls, stream = o.stream, lines = o.lines }
-  self:note(string.format("%s %s -> %s (%.2fs)", method, url, r and tostring(r.status) or tostring(err), now() - t0))
+  self:note(string.format("%s %s -> %s (%.2fs)%s", method, url, r and tostring(r.status) or tostring(err), now() - t0,
+    what and (": kubectl " .. what) or ""))
   return r, err
 end
 
@@ -155,6 +156,13 @@ local function answer(what, r, err)
     tostring(st.reason or "")), st
 end
 M._answer = answer
+
+-- One request of a call that kubectl words as `what` ("get pods p1 -n x"),
+-- its answer decoded (answer above); the log line names the kubectl
+-- equivalent beside the HTTP request.
+function C:call(what, o)
+  return answer(what, self:request(o, what))
+end
 
 -- ------------------------------------------------------------ discovery
 
@@ -198,7 +206,7 @@ local function add_legacy(d, group, version, list)
 end
 
 function C:get_path(path, what, accept)
-  return answer(what or ("get --raw " .. path), self:request { path = path, accept = accept })
+  return self:call(what or ("get --raw " .. path), { path = path, accept = accept })
 end
 
 local function legacy_discovery(self, d, core)
@@ -287,7 +295,7 @@ function C:get(ref, name, o)
   local res, err, st = self:resource(ref)
   if not res then return nil, err, st end
   local ns = self:ns_for(res, o)
-  return answer(words("get", res, name, ns), self:request { path = self:path(res, ns, name), timeout = o.timeout })
+  return self:call(words("get", res, name, ns), { path = self:path(res, ns, name), timeout = o.timeout })
 end
 
 -- The query of a list or watch: its selectors.
@@ -301,7 +309,7 @@ function C:list(ref, o)
   local res, err, st = self:resource(ref)
   if not res then return nil, err, st end
   local ns = not o.all_namespaces and self:ns_for(res, o) or nil
-  return answer(words("get", res, nil, ns), self:request { path = self:path(res, ns), query = M._list_query(o),
+  return self:call(words("get", res, nil, ns), { path = self:path(res, ns), query = M._list_query(o),
     timeout = o.timeout })
 end
 
@@ -315,7 +323,7 @@ function C:create(obj, o)
   local res, err, st = self:resource(obj)
   if not res then return nil, err, st end
   local ns = self:ns_for(res, o, obj)
-  return answer(words("create", res, object_name(obj), ns), self:request { method = "POST", path = self:path(res, ns),
+  return self:call(words("create", res, object_name(obj), ns), { method = "POST", path = self:path(res, ns),
     json = obj, query = { fieldManager = o.field_manager or self.field_manager, dryRun = o.dry_run and "All" or nil },
     timeout = o.timeout })
 end
@@ -331,7 +339,7 @@ function C:apply(obj, o)
   local ns = self:ns_for(res, o, obj)
   -- JSON is YAML, but for cjson's "\/", an escape YAML does not have
   local body = json.encode(obj):gsub("\\/", "/")
-  return answer(words("apply --server-side", res, name, ns), self:request { method = "PATCH",
+  return self:call(words("apply --server-side", res, name, ns), { method = "PATCH",
     path = self:path(res, ns, name), body = body, content_type = "application/apply-patch+yaml",
     query = { fieldManager = o.field_manager or self.field_manager, force = o.force and "true" or nil,
       dryRun = o.dry_run and "All" or nil },
@@ -346,7 +354,7 @@ function C:patch(ref, name, patch, o)
   local res, err, st = self:resource(ref)
   if not res then return nil, err, st end
   local ns = self:ns_for(res, o)
-  return answer(words("patch", res, name, ns), self:request { method = "PATCH",
+  return self:call(words("patch", res, name, ns), { method = "PATCH",
     path = self:path(res, ns, name, o.subresource), json = patch, content_type = ctype,
     query = { fieldManager = o.field_manager or self.field_manager }, timeout = o.timeout })
 end
@@ -362,7 +370,7 @@ function C:delete(ref, name, o)
   local res, err, st = self:resource(ref)
   if not res then return nil, err, st end
   local ns = self:ns_for(res, o)
-  return answer(words("delete", res, name, ns), self:request { method = "DELETE", path = self:path(res, ns, name),
+  return self:call(words("delete", res, name, ns), { method = "DELETE", path = self:path(res, ns, name),
     json = { apiVersion = "v1", kind = "DeleteOptions", propagationPolicy = o.propagation,
       gracePeriodSeconds = o.grace_period },
     timeout = o.timeout })
@@ -387,12 +395,12 @@ function C:logs(pod, o)
     end
     return o.stream(line)
   end
-  local r, rerr = self:request { path = self:path(res, ns, pod, "log"), accept = "*/*", timeout = o.timeout,
+  local what = "logs " .. pod .. (o.container and (" -c " .. o.container) or "") .. (ns and (" -n " .. ns) or "")
+  local r, rerr = self:request({ path = self:path(res, ns, pod, "log"), accept = "*/*", timeout = o.timeout,
     stream = stream, lines = stream and true or nil,
     query = { container = o.container, follow = o.follow and "true" or nil, sinceSeconds = o.since,
       sinceTime = o.since_time, tailLines = o.tail, timestamps = o.timestamps and "true" or nil,
-      previous = o.previous and "true" or nil } }
-  local what = "logs " .. pod .. (o.container and (" -c " .. o.container) or "") .. (ns and (" -n " .. ns) or "")
+      previous = o.previous and "true" or nil } }, what)
   if r and r.status >= 300 then
     if stream then r.body = table.concat(bad, "\n") end
     return answer(what, r)

@@ -52,12 +52,19 @@ local function query_of(kube, o)
 end
 
 -- One watch in progress: the client, the resource, where, what is known.
+-- Its listing as kubectl words it ("get pods -n x -l app=y"); the watch
+-- itself is that with --watch.
 local function new_state(self, kube, res, o, handler)
   local ns = not o.all_namespaces and self:ns_for(res, o) or nil
   local timeout = engine.timeout("kube: watch", o, 30)
+  local q = query_of(kube, o)
+  local listing = "get " .. res.name .. (res.group ~= "" and ("." .. res.group) or "")
+    .. (ns and (" -n " .. ns) or (o.all_namespaces and " -A" or ""))
+    .. (q.labelSelector and (" -l " .. q.labelSelector) or "")
+    .. (q.fieldSelector and (" --field-selector " .. q.fieldSelector) or "")
   return { k = self, kube = kube, res = res, ns = ns, o = o, handler = handler, known = {},
-    rv = o.resource_version, deadline = now() + timeout, query = query_of(kube, o),
-    what = "watch " .. res.name .. (ns and (" -n " .. ns) or "") }
+    rv = o.resource_version, deadline = now() + timeout, query = q, listing = listing,
+    what = listing .. " --watch" }
 end
 
 -- Hand one event on; true (and the value) when the handler ends the watch.
@@ -76,7 +83,7 @@ local function relist(w)
   for k, v in pairs(w.query) do q[k] = v end
   local remaining = w.deadline - now()
   if remaining <= 0 then return nil, "timeout" end
-  local list, err, st = w.kube._answer(w.what .. " (its list)", w.k:request { path = w.k:path(w.res, w.ns),
+  local list, err, st = w.k:call(w.listing, { path = w.k:path(w.res, w.ns),
     query = q, timeout = remaining })
   if not list then return nil, err, st end
   w.rv = list.metadata and list.metadata.resourceVersion
@@ -134,14 +141,14 @@ local function stream_once(w)
     timeoutSeconds = math.max(1, math.floor(math.min(remaining, w.o.server_timeout or SERVER_TIMEOUT))) }
   for k, v in pairs(w.query) do q[k] = v end
   local refused = {}
-  local r, err = w.k:request { path = w.k:path(w.res, w.ns), query = q, timeout = remaining, lines = true,
+  local r, err = w.k:request({ path = w.k:path(w.res, w.ns), query = q, timeout = remaining, lines = true,
     stream = function(line, head)
       if head.status ~= 200 then
         refused[#refused + 1] = line
         return
       end
       return on_line(w, line)
-    end }
+    end }, w.what)
   if not r then return nil, err end
   return r, refused
 end
