@@ -202,10 +202,15 @@ function KubeClient:ns_for(res, opts, obj) end
 
 ---GET path, decoded.
 ---@param path string
----@param what? string
 ---@param accept? string
 ---@return table?, string?, table?
-function KubeClient:get_path(path, what, accept) end
+function KubeClient:get_path(path, accept) end
+
+---Where a list or watch of res looks and what it selects: namespace, query, listing in kubectl's words.
+---@param res KubeResource
+---@param opts kube.options.list|kube.options.watch
+---@return string?, table, string
+function KubeClient:selection(res, opts) end
 
 ---Give a line to the client's log.
 ---@param line string

@@ -205,21 +205,22 @@ local function add_legacy(d, group, version, list)
   end
 end
 
-function C:get_path(path, what, accept)
-  return self:call(what or ("get --raw " .. path), { path = path, accept = accept })
+-- GET path, decoded (kubectl's words: get --raw <path>).
+function C:get_path(path, accept)
+  return self:call("get --raw " .. path, { path = path, accept = accept })
 end
 
 local function legacy_discovery(self, d, core)
   for _, v in ipairs(core.versions or {}) do
-    local list, err, st = self:get_path("/api/" .. v, "discovery")
+    local list, err, st = self:get_path("/api/" .. v)
     if not list then return nil, err, st end
     add_legacy(d, "", v, list)
   end
-  local groups, err, st = self:get_path("/apis", "discovery")
+  local groups, err, st = self:get_path("/apis")
   if not groups then return nil, err, st end
   for _, g in ipairs(groups.groups or {}) do
     local pv = g.preferredVersion or (g.versions or {})[1]
-    local list = pv and self:get_path("/apis/" .. pv.groupVersion, "discovery") -- an unavailable group is left out
+    local list = pv and self:get_path("/apis/" .. pv.groupVersion) -- an unavailable group is left out
     if list then add_legacy(d, g.name, pv.version, list) end
   end
   return d
@@ -228,7 +229,7 @@ end
 -- The server's resource types, read now: {by_name =, by_gvk =}.
 function C:discover()
   local d = { by_name = {}, by_gvk = {} }
-  local core, err, st = self:get_path("/api", "discovery", DISCOVERY_ACCEPT)
+  local core, err, st = self:get_path("/api", DISCOVERY_ACCEPT)
   if not core then return nil, err, st end
   if core.kind ~= "APIGroupDiscoveryList" then
     d, err, st = legacy_discovery(self, d, core)
@@ -236,7 +237,7 @@ function C:discover()
   else
     add_aggregated(d, core)
     local groups
-    groups, err, st = self:get_path("/apis", "discovery", DISCOVERY_ACCEPT)
+    groups, err, st = self:get_path("/apis", DISCOVERY_ACCEPT)
     if not groups then return nil, err, st end
     add_aggregated(d, groups)
   end
@@ -298,9 +299,18 @@ function C:get(ref, name, o)
   return self:call(words("get", res, name, ns), { path = self:path(res, ns, name), timeout = o.timeout })
 end
 
--- The query of a list or watch: its selectors.
-function M._list_query(o)
-  return { labelSelector = selector(o.labels), fieldSelector = selector(o.fields) }
+-- Where a list or a watch looks and what it selects: its namespace (nil
+-- across namespaces), its query (the label and field selectors, o.name as
+-- one more field selector) and its listing as kubectl words it ("get pods
+-- -n x -l app=y").
+function C:selection(res, o)
+  local ns = not o.all_namespaces and self:ns_for(res, o) or nil
+  local fields = selector(o.fields)
+  if o.name then fields = (fields and (fields .. ",") or "") .. "metadata.name=" .. o.name end
+  local q = { labelSelector = selector(o.labels), fieldSelector = fields }
+  return ns, q, words("get", res, nil, ns) .. (o.all_namespaces and " -A" or "")
+    .. (q.labelSelector and (" -l " .. q.labelSelector) or "")
+    .. (q.fieldSelector and (" --field-selector " .. q.fieldSelector) or "")
 end
 
 function C:list(ref, o)
@@ -308,9 +318,8 @@ function C:list(ref, o)
   engine.check_options("kube: list", o, LIST_KEYS)
   local res, err, st = self:resource(ref)
   if not res then return nil, err, st end
-  local ns = not o.all_namespaces and self:ns_for(res, o) or nil
-  return self:call(words("get", res, nil, ns), { path = self:path(res, ns), query = M._list_query(o),
-    timeout = o.timeout })
+  local ns, q, what = self:selection(res, o)
+  return self:call(what, { path = self:path(res, ns), query = q, timeout = o.timeout })
 end
 
 local function object_name(obj)

@@ -41,27 +41,12 @@ local function rv_of(obj)
   return obj.metadata and obj.metadata.resourceVersion
 end
 
--- The selectors of a watch: opts' own, and name as a field selector.
-local function query_of(kube, o)
-  local q = kube._list_query(o)
-  if o.name then
-    local f = "metadata.name=" .. o.name
-    q.fieldSelector = q.fieldSelector and (q.fieldSelector .. "," .. f) or f
-  end
-  return q
-end
-
--- One watch in progress: the client, the resource, where, what is known.
--- Its listing as kubectl words it ("get pods -n x -l app=y"); the watch
--- itself is that with --watch.
+-- One watch in progress: the client, the resource, where (its
+-- selection: namespace, query, the listing in kubectl's words; the watch
+-- itself is that listing with --watch), what is known.
 local function new_state(self, kube, res, o, handler)
-  local ns = not o.all_namespaces and self:ns_for(res, o) or nil
+  local ns, q, listing = self:selection(res, o)
   local timeout = engine.timeout("kube: watch", o, 30)
-  local q = query_of(kube, o)
-  local listing = "get " .. res.name .. (res.group ~= "" and ("." .. res.group) or "")
-    .. (ns and (" -n " .. ns) or (o.all_namespaces and " -A" or ""))
-    .. (q.labelSelector and (" -l " .. q.labelSelector) or "")
-    .. (q.fieldSelector and (" --field-selector " .. q.fieldSelector) or "")
   return { k = self, kube = kube, res = res, ns = ns, o = o, handler = handler, known = {},
     rv = o.resource_version, deadline = now() + timeout, query = q, listing = listing,
     what = listing .. " --watch" }
